@@ -1,0 +1,27 @@
+"""trainspec's config layer: schema-generated classes, handwritten rules, the loader.
+
+Imports neither torch nor transformers.
+
+    from trainspec.config import load
+    resolved = load("rl", ["configs/rl/qwen3-0.6b.toml"], {"optim.lr": 1e-5})
+    resolved.config.optim.weight_decay   # 0.0: "auto" resolved for RL
+"""
+
+from .issues import ConfigError, ConfigIssue
+from .kinds import KINDS, Kind, TrainerConfig, config_class
+from .loader import ConfigFileError, Resolved, dump_json, load, read_toml, validate
+
+__all__ = [
+    "KINDS",
+    "ConfigError",
+    "ConfigFileError",
+    "ConfigIssue",
+    "Kind",
+    "Resolved",
+    "TrainerConfig",
+    "config_class",
+    "dump_json",
+    "load",
+    "read_toml",
+    "validate",
+]

@@ -1,0 +1,110 @@
+"""Base class of every generated config class: the TOML conventions of trainspec.
+
+`make gen` points datamodel-code-generator at this class (`base-class` in pyproject.toml), so
+each generated model inherits three input conventions, the same ones the JSON Schema states:
+
+* The string ``"None"`` is null. TOML has no null, so a nullable setting is turned off by
+  writing ``"None"`` (every nullable property of the schema lists it as a documented value).
+* A table without ``type`` selects the union's default variant: the one variant whose ``type``
+  is optional in the schema (``[optim]`` alone configures AdamW).
+* A sub-config that also accepts a boolean (``model.full_offload``) reads ``true`` as "on with
+  defaults" and ``false`` as off.
+
+Validation is strict (no string-to-number or number-to-bool coercion), so a generated class
+accepts exactly what its schema accepts.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, model_validator
+from typing_extensions import TypeAliasType
+
+NONE_STRING = "None"
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldConventions:
+    nullable: bool
+    default_tag: str | None  # tag filled in when a table of a union field has no `type`
+    bool_switch: bool  # a sub-config that also takes true/false
+
+
+def union_members(annotation: Any) -> list[Any]:
+    """Flatten an annotation into its union members, unwrapping aliases and Annotated."""
+    if isinstance(annotation, TypeAliasType):
+        return union_members(annotation.__value__)
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return union_members(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in union_members(arg)]
+    return [annotation]
+
+
+def _default_tag(members: list[Any]) -> str | None:
+    for member in members:
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            tag = member.model_fields.get("type")
+            if tag is not None and not tag.is_required():
+                return tag.default
+    return None
+
+
+def _conventions(cls: type[ConfigModel]) -> dict[str, _FieldConventions]:
+    found: dict[str, _FieldConventions] = {}
+    for name, field in cls.model_fields.items():
+        members = union_members(field.annotation)
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        tagged = [m for m in models if "type" in m.model_fields]
+        conventions = _FieldConventions(
+            nullable=type(None) in members,
+            default_tag=_default_tag(tagged) if len(tagged) > 1 else None,
+            bool_switch=bool(models) and bool in members,
+        )
+        if conventions.nullable or conventions.default_tag or conventions.bool_switch:
+            found[name] = conventions
+    return found
+
+
+class ConfigModel(BaseModel):
+    """A config table: unknown keys are rejected, values are checked strictly."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    # Per-class field conventions, computed on first validation (annotations are resolved
+    # only once the whole generated module has been imported).
+    __conventions__: ClassVar[dict[str, _FieldConventions] | None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_toml_conventions(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        conventions = cls.__dict__.get("__conventions__")
+        if conventions is None:
+            conventions = _conventions(cls)
+            cls.__conventions__ = conventions
+        if not conventions:
+            return data
+        changed: dict[str, Any] | None = None
+        for name, value in data.items():
+            rule = conventions.get(name)
+            if rule is None:
+                continue
+            new = value
+            if value == NONE_STRING and rule.nullable:
+                new = None
+            elif isinstance(value, bool) and rule.bool_switch:
+                new = {} if value else None
+            elif isinstance(value, dict) and rule.default_tag and "type" not in value:
+                new = {**value, "type": rule.default_tag}
+            if new is not value:
+                if changed is None:
+                    changed = dict(data)
+                changed[name] = new
+        return data if changed is None else changed

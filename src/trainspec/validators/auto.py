@@ -1,0 +1,52 @@
+"""resolve_auto_defaults: settings whose default is "auto" and that resolve per mode.
+
+The table itself lives in the schema: each such property carries
+``"x-trainspec-auto": {"rl": ..., "sft": ...}`` (its description says the same for editor
+hovers), and `make gen` copies it into the generated field's ``json_schema_extra``. This module
+only reads it, so adding an auto setting is a schema edit.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pydantic import BaseModel
+
+from trainspec.config.base import ConfigModel, union_members
+
+from .context import RuleContext
+
+AUTO = "auto"
+AUTO_KEY = "x-trainspec-auto"
+
+
+def _auto_fields(cls: type[BaseModel], prefix: str, found: dict[str, dict[str, Any]]) -> None:
+    for name, field in cls.model_fields.items():
+        path = f"{prefix}{name}"
+        extra = field.json_schema_extra
+        if isinstance(extra, dict) and AUTO_KEY in extra:
+            found[path] = extra[AUTO_KEY]
+        for member in union_members(field.annotation):
+            if isinstance(member, type) and issubclass(member, ConfigModel):
+                _auto_fields(member, f"{path}.", found)
+
+
+@functools.cache
+def auto_table(cls: type[BaseModel]) -> dict[str, dict[str, Any]]:
+    """Dotted path → {"rl": value, "sft": value} for every auto setting reachable from `cls`."""
+    found: dict[str, dict[str, Any]] = {}
+    _auto_fields(cls, "", found)
+    return found
+
+
+def resolve_auto_defaults(cfg, ctx: RuleContext) -> None:
+    for path, per_mode in auto_table(type(cfg)).items():
+        *parents, leaf = path.split(".")
+        table = cfg
+        for part in parents:
+            table = getattr(table, part, None)
+            if table is None:
+                break
+        if table is not None and getattr(table, leaf, None) == AUTO:
+            setattr(table, leaf, per_mode[ctx.kind])

@@ -1,0 +1,61 @@
+"""The order in which rules run: model-level, then shared, then the mode's own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .auto import resolve_auto_defaults
+from .context import Kind, RuleContext
+from .model_rules import MODEL_RULES
+from .rl import RL_RULES
+from .sft import SFT_RULES
+from .shared import (
+    auto_setup_tokenizer,
+    deepep_disables_grad_clipping,
+    dont_do_massive_traces,
+    ep_only_with_custom_impl,
+    full_optimizer_offload_disables_grad_clipping,
+    full_optimizer_offload_requires_supported_optimizer,
+    reject_protected_env_vars,
+    validate_control_signals,
+    validate_opt_and_fsdp_offload,
+    validate_scheduler_steps,
+    validate_step_xor_dir,
+    vlm_freeze_incompatible_with_lora,
+    vlms_require_bfloat16,
+)
+
+Rule = Callable[[object, RuleContext], None]
+
+SHARED_RULES: tuple[Rule, ...] = (
+    *MODEL_RULES,
+    resolve_auto_defaults,
+    reject_protected_env_vars,
+    validate_step_xor_dir,
+    deepep_disables_grad_clipping,
+    full_optimizer_offload_requires_supported_optimizer,
+    full_optimizer_offload_disables_grad_clipping,
+    vlms_require_bfloat16,
+    vlm_freeze_incompatible_with_lora,
+    dont_do_massive_traces,
+    validate_scheduler_steps,
+    validate_opt_and_fsdp_offload,
+    ep_only_with_custom_impl,
+    auto_setup_tokenizer,
+    validate_control_signals,
+)
+
+MODE_RULES: dict[Kind, tuple[Rule, ...]] = {"rl": RL_RULES, "sft": SFT_RULES}
+
+
+def rules_for(kind: Kind) -> Sequence[Rule]:
+    return (*SHARED_RULES, *MODE_RULES[kind])
+
+
+def run_rules(config: object, kind: Kind) -> RuleContext:
+    """Run every rule of `kind` on `config` (mutating it); return what they reported."""
+    ctx = RuleContext(kind)
+    for rule in rules_for(kind):
+        ctx.rule = rule.__name__
+        rule(config, ctx)
+    return ctx

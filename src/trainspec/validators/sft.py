@@ -1,0 +1,189 @@
+"""Rules of the SFT trainer only; they run after the shared rules.
+
+Not carried over from the reference, because the fields they act on are out of the first scope:
+propagate_model_to_inference, auto_setup_online_eval (eval, inference), validate_typed_renderer
+(renderer), validate_deployment and auto_setup_slurm_template (slurm), normalize_deployment
+(trainspec rejects the keys it dropped).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from trainspec.generated.deployment import MultiNodeDeploymentConfig, SingleNodeDeploymentConfig
+from trainspec.generated.sft_data import FakeDataConfig
+
+from .context import RuleContext
+
+# Fields that do not change what is trained; editing them keeps the derived run name, so a
+# crashed or extended run resumes in the same directory.
+RUN_NAME_IGNORES = frozenset(
+    {
+        "run",
+        "resume",
+        "ckpt",
+        "log",
+        "monitors",
+        "control",
+        "heartbeat",
+        "max_steps",
+        "memory_profiler_path",
+        "trace_path",
+        "dist_timeout_seconds",
+        "env_vars",
+        "dry_run",
+        "clean",
+    }
+)
+
+
+def _data_tables(cfg):
+    """(dotted path, data table) of the training data and, when present, the validation data."""
+    tables = [("data", cfg.data)]
+    if cfg.val is not None:
+        tables.append(("val.data", cfg.val.data))
+    return tables
+
+
+def validate_batch_size(cfg, ctx: RuleContext) -> None:
+    for path, data in _data_tables(cfg):
+        if data.batch_size % data.micro_batch_size:
+            ctx.error(
+                f"{path}.batch_size",
+                f"= {data.batch_size} is not a multiple of {path}.micro_batch_size "
+                f"= {data.micro_batch_size}",
+                f"make {path}.batch_size a multiple of {path}.micro_batch_size",
+            )
+
+
+def validate_subsets_and_splits(cfg, ctx: RuleContext) -> None:
+    for path, data in _data_tables(cfg):
+        if isinstance(data, FakeDataConfig):
+            continue
+        lists = {k: getattr(data, k) for k in ("subsets", "splits") if getattr(data, k)}
+        if len(lists) == 2 and len(data.subsets) != len(data.splits):
+            ctx.error(
+                f"{path}.splits",
+                f"has {len(data.splits)} entries but {path}.subsets has {len(data.subsets)}",
+                "give one split per subset",
+            )
+        if data.probabilities is not None:
+            for name, values in lists.items():
+                if len(values) != len(data.probabilities):
+                    ctx.error(
+                        f"{path}.probabilities",
+                        f"has {len(data.probabilities)} entries but {path}.{name} has "
+                        f"{len(values)}",
+                        f"give one probability per entry of {path}.{name}",
+                    )
+
+
+def validate_gpu_count(cfg, ctx: RuleContext) -> None:
+    dep = cfg.deployment
+    if isinstance(dep, SingleNodeDeploymentConfig) and dep.num_train_gpus > dep.gpus_per_node:
+        ctx.error(
+            "deployment.num_train_gpus",
+            f"= {dep.num_train_gpus} exceeds deployment.gpus_per_node = {dep.gpus_per_node}",
+            "lower num_train_gpus, raise gpus_per_node, or use a multi_node deployment",
+        )
+
+
+def validate_cp_seq_len(cfg, ctx: RuleContext) -> None:
+    cp = cfg.model.cp
+    if cp <= 1:
+        return
+    for path, data in _data_tables(cfg):
+        if data.seq_len % cp:
+            ctx.error(
+                f"{path}.seq_len",
+                f"= {data.seq_len} is not divisible by model.cp = {cp}",
+                f"make {path}.seq_len a multiple of {cp}",
+            )
+
+
+def validate_cp_micro_batch_size(cfg, ctx: RuleContext) -> None:
+    cp = cfg.model.cp
+    if cp <= 1:
+        return
+    for path, data in _data_tables(cfg):
+        if data.micro_batch_size != 1:
+            ctx.error(
+                f"{path}.micro_batch_size",
+                f"must be 1 with context parallelism (model.cp = {cp}), "
+                f"got {data.micro_batch_size}",
+                f"set {path}.micro_batch_size = 1",
+            )
+
+
+def validate_vlm_constraints(cfg, ctx: RuleContext) -> None:
+    """The dtype half of the reference rule is the shared vlms_require_bfloat16."""
+    if cfg.model.vlm is None:
+        return
+    for path, data in _data_tables(cfg):
+        if data.micro_batch_size != 1:
+            ctx.error(
+                f"{path}.micro_batch_size",
+                f"must be 1 when training a VLM ([model.vlm]), got {data.micro_batch_size}",
+                f"set {path}.micro_batch_size = 1",
+            )
+
+
+def auto_setup_deployment(cfg, ctx: RuleContext) -> None:
+    dep = cfg.deployment
+    if not isinstance(dep, MultiNodeDeploymentConfig) or dep.nodes_per_fsdp_group is None:
+        return
+    if dep.num_train_nodes % dep.nodes_per_fsdp_group:
+        ctx.error(
+            "deployment.nodes_per_fsdp_group",
+            f"= {dep.nodes_per_fsdp_group} does not divide deployment.num_train_nodes "
+            f"= {dep.num_train_nodes}",
+            "pick a nodes_per_fsdp_group that divides num_train_nodes",
+        )
+        return
+    replicas = dep.num_train_nodes // dep.nodes_per_fsdp_group
+    if cfg.model.dp_replicate != replicas:
+        if cfg.model.dp_replicate != 1:
+            ctx.warn(
+                "model.dp_replicate",
+                f"set to {replicas} (was {cfg.model.dp_replicate}): "
+                f"deployment.num_train_nodes / deployment.nodes_per_fsdp_group = {replicas}",
+                "drop model.dp_replicate or deployment.nodes_per_fsdp_group",
+            )
+        cfg.model.dp_replicate = replicas
+
+
+def _last_part(name: str) -> str:
+    return name.rstrip("/").rsplit("/", 1)[-1]
+
+
+def config_digest(cfg) -> str:
+    """8 hex digits identifying what a config trains (see RUN_NAME_IGNORES)."""
+    trained = cfg.model_dump(mode="json", exclude=set(RUN_NAME_IGNORES))
+    blob = json.dumps(trained, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:8]
+
+
+def auto_setup_run_identity(cfg, ctx: RuleContext) -> None:
+    run = cfg.run
+    if run.name is None:
+        parts = [] if isinstance(cfg.data, FakeDataConfig) else [_last_part(cfg.data.name)]
+        parts += [_last_part(cfg.model.name), config_digest(cfg)]
+        run.name = "--".join(parts).lower()
+    if run.dir is None:
+        run.dir = run.name
+    wandb = cfg.monitors.wandb
+    if wandb is not None and wandb.name is None:
+        wandb.name = run.name
+
+
+SFT_RULES = (
+    validate_batch_size,
+    validate_subsets_and_splits,
+    validate_gpu_count,
+    validate_cp_seq_len,
+    validate_cp_micro_batch_size,
+    validate_vlm_constraints,
+    auto_setup_deployment,
+    auto_setup_run_identity,
+)

@@ -1,0 +1,197 @@
+"""Rules shared by the RL and SFT trainers; they run before the rules of either mode."""
+
+from __future__ import annotations
+
+from trainspec.generated.optimizer import MuonConfig
+from trainspec.generated.scheduler import CosineSchedulerConfig, LinearSchedulerConfig
+
+from .context import RuleContext, show
+
+PROTECTED_ENV_VARS = (
+    "CUDA_VISIBLE_DEVICES",
+    "PRL_RUN_ID",
+    "PRL_RUN_NAME",
+    "WANDB_RUN_ID",
+    "WANDB_SHARED_MODE",
+    "WANDB_SHARED_LABEL",
+    "WANDB_SHARED_PRIMARY",
+    "WANDB_SHARED_FINISHER",
+)
+FULL_OFFLOAD_OPTIMIZERS = ("adamw", "sign_sgd")
+MAX_TRACE_STEPS = 10
+
+
+def reject_protected_env_vars(cfg, ctx: RuleContext) -> None:
+    for key in cfg.env_vars:
+        if key in PROTECTED_ENV_VARS:
+            ctx.error(
+                f"env_vars.{key}",
+                "is set by the launcher and cannot be overridden",
+                f"remove {key} from [env_vars]",
+            )
+
+
+def deepep_disables_grad_clipping(cfg, ctx: RuleContext) -> None:
+    if cfg.model.ep_comm_backend == "deepep" and cfg.optim.max_norm is not None:
+        ctx.warn(
+            "optim.max_norm",
+            f'set to null (was {cfg.optim.max_norm}): model.ep_comm_backend = "deepep" '
+            "does not support gradient clipping",
+            'set optim.max_norm = "None" to silence this warning',
+        )
+        cfg.optim.max_norm = None
+
+
+def full_optimizer_offload_requires_supported_optimizer(cfg, ctx: RuleContext) -> None:
+    if cfg.model.full_offload is not None and cfg.optim.type not in FULL_OFFLOAD_OPTIMIZERS:
+        ctx.error(
+            "optim.type",
+            f"= {show(cfg.optim.type)} cannot run on the CPU optimizer of model.full_offload, "
+            'which supports "adamw" and "sign_sgd"',
+            'set optim.type = "adamw" (or "sign_sgd"), or remove [model.full_offload]',
+        )
+
+
+def full_optimizer_offload_disables_grad_clipping(cfg, ctx: RuleContext) -> None:
+    if cfg.model.full_offload is not None and cfg.optim.max_norm is not None:
+        ctx.warn(
+            "optim.max_norm",
+            f"set to null (was {cfg.optim.max_norm}): model.full_offload does not support "
+            "gradient clipping",
+            'set optim.max_norm = "None" to silence this warning',
+        )
+        cfg.optim.max_norm = None
+
+
+def vlms_require_bfloat16(cfg, ctx: RuleContext) -> None:
+    model = cfg.model
+    if model.vlm is None:
+        return
+    for name in ("optimization_dtype", "reduce_dtype"):
+        value = getattr(model, name)
+        if value != "bfloat16":
+            ctx.error(
+                f"model.{name}",
+                f'must be "bfloat16" when training a VLM ([model.vlm]), got {show(value)}',
+                f'set model.{name} = "bfloat16"',
+            )
+
+
+def vlm_freeze_incompatible_with_lora(cfg, ctx: RuleContext) -> None:
+    model = cfg.model
+    if model.vlm is not None and not model.vlm.freeze_vision_encoder and model.lora is not None:
+        ctx.error(
+            "model.vlm.freeze_vision_encoder",
+            "= false (training the vision encoder) cannot be combined with [model.lora]",
+            "set model.vlm.freeze_vision_encoder = true, or remove [model.lora]",
+        )
+
+
+def dont_do_massive_traces(cfg, ctx: RuleContext) -> None:
+    if cfg.trace_path is None:
+        return
+    if cfg.max_steps is None or cfg.max_steps >= MAX_TRACE_STEPS:
+        ctx.error(
+            "max_steps",
+            f"must be below {MAX_TRACE_STEPS} when trace_path is set (traces grow with every "
+            f"step), got {show(cfg.max_steps)}",
+            f"set max_steps to at most {MAX_TRACE_STEPS - 1}, or remove trace_path",
+        )
+
+
+def validate_scheduler_steps(cfg, ctx: RuleContext) -> None:
+    sched, max_steps = cfg.scheduler, cfg.max_steps
+    if isinstance(sched, LinearSchedulerConfig):
+        if sched.warmup_steps == 0 and sched.decay_steps == 0:
+            ctx.error(
+                "scheduler",
+                "linear schedule with warmup_steps = 0 and decay_steps = 0 changes nothing",
+                'set scheduler.warmup_steps or scheduler.decay_steps, or use type = "constant"',
+            )
+        if sched.decay_steps > 0:
+            if max_steps is None:
+                ctx.error(
+                    "max_steps",
+                    f"is required by the linear schedule's decay "
+                    f"(scheduler.decay_steps = {sched.decay_steps}), which ends at max_steps",
+                    "set max_steps, or set scheduler.decay_steps = 0",
+                )
+            elif sched.warmup_steps + sched.decay_steps > max_steps:
+                ctx.error(
+                    "scheduler",
+                    f"warmup_steps + decay_steps = {sched.warmup_steps} + {sched.decay_steps} "
+                    f"exceeds max_steps = {max_steps}",
+                    "raise max_steps or shorten the warmup or decay",
+                )
+    elif isinstance(sched, CosineSchedulerConfig):
+        if max_steps is None:
+            ctx.error(
+                "max_steps",
+                "is required by the cosine schedule, which decays until max_steps",
+                'set max_steps, or use scheduler type "constant" or "linear"',
+            )
+        elif sched.warmup_steps >= max_steps:
+            ctx.error(
+                "scheduler.warmup_steps",
+                f"= {sched.warmup_steps} must be below max_steps = {max_steps}",
+                "shorten the warmup or raise max_steps",
+            )
+
+
+def validate_opt_and_fsdp_offload(cfg, ctx: RuleContext) -> None:
+    if isinstance(cfg.optim, MuonConfig) and cfg.model.fsdp_cpu_offload:
+        ctx.error(
+            "optim.type",
+            '= "muon" cannot be combined with model.fsdp_cpu_offload = true',
+            "use another optimizer, or set model.fsdp_cpu_offload = false",
+        )
+
+
+def ep_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
+    model = cfg.model
+    if isinstance(model.ep, int) and model.ep != 1 and model.impl == "hf":
+        ctx.error(
+            "model.ep",
+            f'= {model.ep} (expert parallelism) needs model.impl "custom" or "auto", got "hf"',
+            'set model.impl = "custom", or set model.ep = 1',
+        )
+
+
+def auto_setup_tokenizer(cfg, ctx: RuleContext) -> None:
+    if cfg.tokenizer.name is None:
+        cfg.tokenizer.name = cfg.model.name
+    if cfg.tokenizer.trust_remote_code is None:
+        cfg.tokenizer.trust_remote_code = cfg.model.trust_remote_code
+
+
+def validate_control_signals(cfg, ctx: RuleContext) -> None:
+    control = cfg.control
+    if control is None or control.checkpoint_signal is None:
+        return
+    if control.checkpoint_signal == control.stop_signal:
+        ctx.error(
+            "control.stop_signal",
+            f"= {show(control.stop_signal)} is also control.checkpoint_signal; one signal "
+            "cannot mean both",
+            'pick different signals, or set one of them to "None"',
+        )
+
+
+def validate_step_xor_dir(cfg, ctx: RuleContext) -> None:
+    """resume: a step of this run or a step directory of another run, not both."""
+    resume = cfg.resume
+    if resume is None or resume.dir is None:
+        return
+    if resume.step is not None:
+        ctx.error(
+            "resume",
+            f"step = {resume.step} and dir = {show(resume.dir)} are both set",
+            "keep resume.step to resume this run, or resume.dir to fork another run's step",
+        )
+    leaf = resume.dir.rstrip("/").rsplit("/", 1)[-1]
+    if not (leaf.startswith("step_") and leaf[5:].isdigit()):
+        ctx.error(
+            "resume.dir",
+            f"must end in a step_<N> directory, got {show(resume.dir)}",
+            "point resume.dir at a checkpoint directory such as .../checkpoints/step_400",
+        )
