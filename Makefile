@@ -1,11 +1,19 @@
+# trainspec: `make run` resolves the built-in default config, `make test` runs every check.
 PYTHON ?= .venv/bin/python
+STAMP := .venv/.installed
 
-.PHONY: install gen check lint test
+.PHONY: install run gen check lint test
 
-install:  ## create .venv with the config layer and the dev tools
+$(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv .venv
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)  ## .venv with trainspec (editable) and the dev tools
+
+run: install  ## resolve the built-in default SFT config and print it
+	$(PYTHON) -m trainspec.config sft
 
 gen:  ## regenerate generated/ from schema/
 	$(PYTHON) scripts/gen.py
@@ -17,5 +25,5 @@ lint:
 check: lint  ## lint, and fail when generated/ is stale
 	$(PYTHON) scripts/gen.py --check
 
-test:
+test: install check  ## every check and the test suite
 	$(PYTHON) -m pytest -q

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
-from trainspec.config.base import ConfigModel
+from trainspec.config_model import ConfigModel
 from typing_extensions import TypeAliasType
 
 CommonDefinitions = TypeAliasType(

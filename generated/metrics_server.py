@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import ConfigDict, Field
-from trainspec.config.base import ConfigModel
+from trainspec.config_model import ConfigModel
 
 
 class MetricsServerConfig(ConfigModel):

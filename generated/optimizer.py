@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
-from trainspec.config.base import ConfigModel
+from trainspec.config_model import ConfigModel
 from typing_extensions import TypeAliasType
 
 from . import common

@@ -49,18 +49,18 @@ def read_toml(path: str | PathLike[str]) -> dict[str, Any]:
         raise ConfigFileError(path, exc.strerror or str(exc)) from None
 
 
+def _has(container: Any, key: Any) -> bool:
+    if isinstance(container, Mapping):
+        return key in container
+    return isinstance(container, list) and isinstance(key, int) and 0 <= key < len(container)
+
+
 def _document_path(loc: tuple[Any, ...], data: Any, missing: bool) -> str:
     """The dotted path of a pydantic error location, without union-member labels."""
     parts: list[str] = []
     current = data
     for index, element in enumerate(loc):
-        if (
-            isinstance(current, Mapping)
-            and element in current
-            or isinstance(current, list)
-            and isinstance(element, int)
-            and element < len(current)
-        ):
+        if _has(current, element):
             parts.append(str(element))
             current = current[element]
         elif missing and index == len(loc) - 1:
@@ -126,5 +126,5 @@ def load(
 
 
 def dump_json(config: TrainerConfig, indent: int | None = 2) -> str:
-    """The resolved config as JSON; explicit nulls are kept, so it re-validates to an equal config."""
+    """The resolved config as JSON; explicit nulls are kept, so it re-validates to an equal one."""
     return config.model_dump_json(indent=indent)

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from trainspec.config.base import ConfigModel, union_members
+from trainspec.config_model import ConfigModel, union_members
 
 from .context import RuleContext
 
