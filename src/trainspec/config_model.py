@@ -74,7 +74,7 @@ def _conventions(cls: type[ConfigModel]) -> dict[str, _FieldConventions]:
 class ConfigModel(BaseModel):
     """A config table: unknown keys are rejected, values are checked strictly."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     # Per-class field conventions, computed on first validation (annotations are resolved
     # only once the whole generated module has been imported).

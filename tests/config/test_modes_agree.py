@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trainspec.generated.base_trainer import BaseTrainerConfig
 
 from trainspec.config import ConfigError, validate
 from trainspec.config.merge import merge_all
+from trainspec.generated.base_trainer import BaseTrainerConfig
 
 SHARED = list(BaseTrainerConfig.model_fields)
 AUTO = {

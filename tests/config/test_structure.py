@@ -6,11 +6,11 @@ import json
 
 import pytest
 from conftest import SCHEMA_DIR
+
+from trainspec.config import config_class
 from trainspec.generated.base_trainer import BaseTrainerConfig
 from trainspec.generated.rl_trainer import RLTrainerConfig
 from trainspec.generated.sft_trainer import SFTTrainerConfig
-
-from trainspec.config import config_class
 
 SHARED = [
     "model",
