@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 COPIED = ("schema", "generated", "scripts", "src", "pyproject.toml", "Makefile")
 

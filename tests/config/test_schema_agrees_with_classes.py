@@ -5,8 +5,8 @@ constrained nullables, discriminators on nullable unions, lax coercion)."""
 from __future__ import annotations
 
 import pytest
-from conftest import schema_accepts
 from pydantic import ValidationError
+from support import schema_accepts
 
 from trainspec.config import ConfigError, config_class, validate
 

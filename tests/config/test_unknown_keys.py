@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import schema_accepts
+from support import schema_accepts
 
 from trainspec.config import ConfigError, validate
 
@@ -51,7 +51,7 @@ def _rejected(kind: str, document: dict, path: str) -> None:
     assert not schema_accepts(kind, document)
     with pytest.raises(ConfigError) as err:
         validate(kind, document)
-    assert [(e.path, e.message) for e in err.value.errors] == [(path, "unknown key")]
+    assert [(e.path, e.message) for e in err.value.errors] == [(path, "is not a known key")]
 
 
 @pytest.mark.parametrize("document, path", SHARED_CASES)

@@ -7,7 +7,8 @@ Imports neither torch nor transformers.
     resolved.config.optim.weight_decay   # 0.0: "auto" resolved for RL
 """
 
-from .issues import ConfigError, ConfigIssue
+from trainspec.issues import ConfigError, ConfigIssue
+
 from .kinds import KINDS, Kind, TrainerConfig, config_class
 from .loader import ConfigFileError, Resolved, dump_json, load, read_toml, validate
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from trainspec.issues import ConfigError, ConfigIssue
 from trainspec.validators.pipeline import run_rules
 
-from .issues import ConfigError, ConfigIssue
 from .kinds import Kind, TrainerConfig, config_class
 from .merge import merge_all, unflatten
 
@@ -81,7 +81,9 @@ def _issues_from_pydantic(exc: ValidationError, data: Mapping[str, Any]) -> list
         key = path.rsplit(".", 1)[-1]
         if "extra_forbidden" in kinds:
             issues.append(
-                ConfigIssue("error", path, "unknown key", f"remove {key} or check its spelling")
+                ConfigIssue(
+                    "error", path, "is not a known key", f"remove {key} or check its spelling"
+                )
             )
         elif "missing" in kinds:
             issues.append(ConfigIssue("error", path, "is required", f"add {key}"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from trainspec.config.issues import ConfigIssue
+from trainspec.issues import ConfigIssue
 
 Kind = Literal["rl", "sft"]
 
@@ -32,4 +32,6 @@ def show(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(show(item) for item in value) + "]"
     return str(value)

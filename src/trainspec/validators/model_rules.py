@@ -15,7 +15,11 @@ def validate_selective_targets(cfg, ctx: RuleContext) -> None:
         return
     unique = list(dict.fromkeys(ac.targets))
     if unique != ac.targets:
-        ctx.warn("model.ac.targets", f"duplicates removed, now {unique}")
+        ctx.warn(
+            "model.ac.targets",
+            f"had duplicates removed, now {show(unique)}",
+            f"write each target once: targets = {show(unique)}",
+        )
         ac.targets = unique
     if ac.mode == "selective" and not ac.targets:
         ctx.error(

@@ -9,7 +9,6 @@ propagate_model_to_inference, auto_setup_online_eval (eval, inference), validate
 from __future__ import annotations
 
 import hashlib
-import json
 
 from trainspec.generated.deployment import MultiNodeDeploymentConfig, SingleNodeDeploymentConfig
 from trainspec.generated.sft_data import FakeDataConfig
@@ -159,8 +158,7 @@ def _last_part(name: str) -> str:
 
 def config_digest(cfg) -> str:
     """8 hex digits identifying what a config trains (see RUN_NAME_IGNORES)."""
-    trained = cfg.model_dump(mode="json", exclude=set(RUN_NAME_IGNORES))
-    blob = json.dumps(trained, sort_keys=True, separators=(",", ":"))
+    blob = cfg.model_dump_json(exclude=RUN_NAME_IGNORES)
     return hashlib.sha256(blob.encode()).hexdigest()[:8]
 
 

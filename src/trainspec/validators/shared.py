@@ -105,7 +105,7 @@ def validate_scheduler_steps(cfg, ctx: RuleContext) -> None:
         if sched.warmup_steps == 0 and sched.decay_steps == 0:
             ctx.error(
                 "scheduler",
-                "linear schedule with warmup_steps = 0 and decay_steps = 0 changes nothing",
+                "has warmup_steps = 0 and decay_steps = 0, so the linear schedule changes nothing",
                 'set scheduler.warmup_steps or scheduler.decay_steps, or use type = "constant"',
             )
         if sched.decay_steps > 0:
@@ -119,8 +119,8 @@ def validate_scheduler_steps(cfg, ctx: RuleContext) -> None:
             elif sched.warmup_steps + sched.decay_steps > max_steps:
                 ctx.error(
                     "scheduler",
-                    f"warmup_steps + decay_steps = {sched.warmup_steps} + {sched.decay_steps} "
-                    f"exceeds max_steps = {max_steps}",
+                    f"has warmup_steps + decay_steps = {sched.warmup_steps} + "
+                    f"{sched.decay_steps}, more than max_steps = {max_steps}",
                     "raise max_steps or shorten the warmup or decay",
                 )
     elif isinstance(sched, CosineSchedulerConfig):
@@ -185,7 +185,7 @@ def validate_step_xor_dir(cfg, ctx: RuleContext) -> None:
     if resume.step is not None:
         ctx.error(
             "resume",
-            f"step = {resume.step} and dir = {show(resume.dir)} are both set",
+            f"sets both step = {resume.step} and dir = {show(resume.dir)}",
             "keep resume.step to resume this run, or resume.dir to fork another run's step",
         )
     leaf = resume.dir.rstrip("/").rsplit("/", 1)[-1]

@@ -10,7 +10,10 @@ Severity = Literal["error", "warning"]
 
 @dataclass(frozen=True, slots=True)
 class ConfigIssue:
-    """One finding about a config: where (dotted path), what is wrong, and how to fix it."""
+    """One finding about a config: where (dotted path), what is wrong, and how to fix it.
+
+    `message` reads as the continuation of the path: ``optim.max_norm`` + ``set to null: ...``.
+    """
 
     severity: Severity
     path: str
@@ -19,7 +22,7 @@ class ConfigIssue:
     rule: str | None = None  # name of the rule that reported it; None for type/shape errors
 
     def __str__(self) -> str:
-        text = f"{self.path}: {self.message}" if self.path else self.message
+        text = f"{self.path} {self.message}" if self.path else self.message
         return f"{text} (fix: {self.fix})" if self.fix else text
 
 
