@@ -31,15 +31,19 @@ def reject_protected_env_vars(cfg, ctx: RuleContext) -> None:
             )
 
 
-def deepep_disables_grad_clipping(cfg, ctx: RuleContext) -> None:
-    if cfg.model.ep_comm_backend == "deepep" and cfg.optim.max_norm is not None:
+def _disable_grad_clipping(cfg, ctx: RuleContext, because: str) -> None:
+    if cfg.optim.max_norm is not None:
         ctx.warn(
             "optim.max_norm",
-            f'set to null (was {cfg.optim.max_norm}): model.ep_comm_backend = "deepep" '
-            "does not support gradient clipping",
+            f"set to null (was {cfg.optim.max_norm}): {because} does not support gradient clipping",
             'set optim.max_norm = "None" to silence this warning',
         )
         cfg.optim.max_norm = None
+
+
+def deepep_disables_grad_clipping(cfg, ctx: RuleContext) -> None:
+    if cfg.model.ep_comm_backend == "deepep":
+        _disable_grad_clipping(cfg, ctx, 'model.ep_comm_backend = "deepep"')
 
 
 def full_optimizer_offload_requires_supported_optimizer(cfg, ctx: RuleContext) -> None:
@@ -53,14 +57,8 @@ def full_optimizer_offload_requires_supported_optimizer(cfg, ctx: RuleContext) -
 
 
 def full_optimizer_offload_disables_grad_clipping(cfg, ctx: RuleContext) -> None:
-    if cfg.model.full_offload is not None and cfg.optim.max_norm is not None:
-        ctx.warn(
-            "optim.max_norm",
-            f"set to null (was {cfg.optim.max_norm}): model.full_offload does not support "
-            "gradient clipping",
-            'set optim.max_norm = "None" to silence this warning',
-        )
-        cfg.optim.max_norm = None
+    if cfg.model.full_offload is not None:
+        _disable_grad_clipping(cfg, ctx, "model.full_offload")
 
 
 def vlms_require_bfloat16(cfg, ctx: RuleContext) -> None:
