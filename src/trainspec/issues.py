@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
+
+
+def toml_value(value: Any) -> str:
+    """A value as it would be written in TOML (null for None)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +36,18 @@ class ConfigIssue:
     message: str
     fix: str | None = None
     rule: str | None = None  # name of the rule that reported it; None for type/shape errors
+    related: tuple[str, ...] = ()  # other paths the message names, to locate it if `path` is unset
+    # Where it was written: a file position, or the command-line flag that set it.
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    flag: str | None = None
+
+    @property
+    def where(self) -> str:
+        if self.file:
+            return f"{self.file}:{self.line}:{self.column}"
+        return self.flag or ""
 
     def __str__(self) -> str:
         text = f"{self.path} {self.message}" if self.path else self.message

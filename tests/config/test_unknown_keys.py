@@ -51,7 +51,9 @@ def _rejected(kind: str, document: dict, path: str) -> None:
     assert not schema_accepts(kind, document)
     with pytest.raises(ConfigError) as err:
         validate(kind, document)
-    assert [(e.path, e.message) for e in err.value.errors] == [(path, "is not a known key")]
+    assert [e.path for e in err.value.errors] == [path]
+    assert err.value.errors[0].message.startswith("is not a known key of ")
+    assert err.value.errors[0].fix
 
 
 @pytest.mark.parametrize("document, path", SHARED_CASES)

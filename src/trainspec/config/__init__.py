@@ -10,7 +10,8 @@ Imports neither torch nor transformers.
 from trainspec.issues import ConfigError, ConfigIssue
 
 from .kinds import KINDS, Kind, TrainerConfig, config_class
-from .loader import ConfigFileError, Resolved, dump_json, load, read_toml, validate
+from .loader import Outcome, Resolved, check_sources, dump_json, load, validate
+from .sources import ConfigFileError, FileSource, FlagSource, read_file
 
 __all__ = [
     "KINDS",
@@ -23,6 +24,10 @@ __all__ = [
     "config_class",
     "dump_json",
     "load",
-    "read_toml",
+    "Outcome",
+    "FileSource",
+    "FlagSource",
+    "check_sources",
+    "read_file",
     "validate",
 ]

@@ -1,13 +1,18 @@
-"""Files and overrides in, a validated and resolved trainer config out."""
+"""Files and overrides in, a validated and resolved trainer config out.
+
+Stage 0 catches what JSON cannot hold (non-finite numbers, absurd nesting), stage 1 checks the
+merged document against the JSON Schema and reports every structural error at once, stage 2
+builds the generated classes and runs the handwritten rules. Every issue is then located in the
+source that set its path.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,8 +20,10 @@ from pydantic import ValidationError
 from trainspec.issues import ConfigError, ConfigIssue
 from trainspec.validators.pipeline import run_rules
 
+from . import schema_check
 from .kinds import Kind, TrainerConfig, config_class
 from .merge import merge_all, unflatten
+from .sources import FileSource, FlagSource, Source, last_source, read_file
 
 
 @dataclass(slots=True)
@@ -28,25 +35,20 @@ class Resolved:
     warnings: list[ConfigIssue] = field(default_factory=list)
 
 
-class ConfigFileError(Exception):
-    """A config file that cannot be read or is not TOML."""
+@dataclass(slots=True)
+class Outcome:
+    """Everything a check found, valid or not (what validate-config reports)."""
 
-    def __init__(self, path: str | PathLike[str], message: str) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = str(path)
-        self.message = message
+    kind: Kind
+    config: TrainerConfig | None
+    errors: list[ConfigIssue]
+    warnings: list[ConfigIssue]
+    document: dict[str, Any]
+    sources: list[Source]
 
-
-def read_toml(path: str | PathLike[str]) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigFileError(path, f"not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigFileError(path, f"not UTF-8 text: {exc.reason}") from None
-    except OSError as exc:
-        raise ConfigFileError(path, exc.strerror or str(exc)) from None
+    @property
+    def valid(self) -> bool:
+        return self.config is not None and not self.errors
 
 
 def _has(container: Any, key: Any) -> bool:
@@ -80,11 +82,8 @@ def _issues_from_pydantic(exc: ValidationError, data: Mapping[str, Any]) -> list
         kinds = {e["type"] for e in errors}
         key = path.rsplit(".", 1)[-1]
         if "extra_forbidden" in kinds:
-            issues.append(
-                ConfigIssue(
-                    "error", path, "is not a known key", f"remove {key} or check its spelling"
-                )
-            )
+            fix = f"remove {key} or check its spelling"
+            issues.append(ConfigIssue("error", path, "is not a known key", fix))
         elif "missing" in kinds:
             issues.append(ConfigIssue("error", path, "is required", f"add {key}"))
         else:
@@ -101,17 +100,73 @@ def _issues_from_pydantic(exc: ValidationError, data: Mapping[str, Any]) -> list
     return issues
 
 
+def locate(issue: ConfigIssue, sources: list[Source]) -> ConfigIssue:
+    """Fill in where `issue` was written: the value's position, else a related setting's, else
+    the table that should hold it; or the command-line flag that set it."""
+    parts = tuple(issue.path.split(".")) if issue.path else ()
+    candidates = [parts, *(tuple(r.split(".")) for r in issue.related)]
+    candidates += [parts[:depth] for depth in range(len(parts) - 1, 0, -1)]
+    for candidate in candidates:
+        source = last_source(sources, candidate)
+        if source is not None:
+            return _at(issue, source, candidate)
+    files = [s for s in sources if isinstance(s, FileSource)]
+    if files:
+        return _at(issue, files[-1], ())
+    flags = [s for s in sources if isinstance(s, FlagSource) and s.flags]
+    if flags:
+        return dataclasses.replace(issue, flag=flags[-1].flag(parts))
+    return issue
+
+
+def _at(issue: ConfigIssue, source: Source, parts: tuple[str, ...]) -> ConfigIssue:
+    if isinstance(source, FileSource):
+        position = source.position(parts)
+        return dataclasses.replace(
+            issue, file=source.path, line=position.line, column=position.column
+        )
+    return dataclasses.replace(issue, flag=source.flag(parts))
+
+
+def check_document(kind: Kind, data: dict[str, Any]) -> tuple[Any, list, list]:
+    """(config or None, errors, warnings) of one merged document; issues are not located."""
+    errors = schema_check.precheck(data) or schema_check.check(kind, data)
+    if errors:
+        return None, errors, []
+    try:
+        config = config_class(kind).model_validate(data)
+    except ValidationError as exc:
+        return None, _issues_from_pydantic(exc, data), []
+    ctx = run_rules(config, kind)
+    return (None if ctx.errors else config), ctx.errors, ctx.warnings
+
+
+def check_sources(kind: Kind, sources: list[Source]) -> Outcome:
+    """Merge `sources` left to right and check the result; never raises on a bad config."""
+    document = merge_all(source.data for source in sources)
+    config, errors, warnings = check_document(kind, document)
+    if errors or warnings:
+        errors = [locate(issue, sources) for issue in errors]
+        warnings = [locate(issue, sources) for issue in warnings]
+    return Outcome(kind, config, errors, warnings, document, sources)
+
+
+def overrides_source(overrides: Mapping[str, Any]) -> FlagSource:
+    """Dotted Python overrides (``{"optim.lr": 1e-5}``) as a source named by their flags."""
+    flags = {tuple(dotted.split(".")): f"--{dotted}" for dotted in overrides}
+    return FlagSource(unflatten(overrides), flags)
+
+
+def _resolved(outcome: Outcome) -> Resolved:
+    if not outcome.valid:
+        raise ConfigError(outcome.kind, outcome.errors, outcome.warnings)
+    return Resolved(outcome.kind, outcome.config, outcome.warnings)  # type: ignore[arg-type]
+
+
 def validate(kind: Kind, data: Mapping[str, Any]) -> Resolved:
     """Validate one merged document and run the rules; raise ConfigError if it is invalid."""
-    cls = config_class(kind)
-    try:
-        config = cls.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(kind, _issues_from_pydantic(exc, data)) from None
-    ctx = run_rules(config, kind)
-    if ctx.errors:
-        raise ConfigError(kind, ctx.errors, ctx.warnings)
-    return Resolved(kind, config, ctx.warnings)  # type: ignore[arg-type]
+    config_class(kind)  # an unknown kind is a ValueError, before anything else
+    return _resolved(check_sources(kind, [FlagSource(dict(data))]))
 
 
 def load(
@@ -121,10 +176,11 @@ def load(
 ) -> Resolved:
     """Merge TOML `files` left to right, apply dotted `overrides` (``{"optim.lr": 1e-5}``)
     last, and validate the result as a `kind` config."""
-    documents = [read_toml(Path(f)) for f in files]
+    config_class(kind)
+    sources: list[Source] = [read_file(path) for path in files]
     if overrides:
-        documents.append(unflatten(overrides))
-    return validate(kind, merge_all(documents))
+        sources.append(overrides_source(overrides))
+    return _resolved(check_sources(kind, sources))
 
 
 def dump_json(config: TrainerConfig, indent: int | None = 2) -> str:

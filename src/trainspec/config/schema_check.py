@@ -1,0 +1,255 @@
+"""Stage 1: the merged document against the JSON Schema, every structural error at once.
+
+The schema is the bundle editors use; jsonschema-rs validates it. Its errors are turned into
+ConfigIssues that read like the rest of trainspec: the dotted path, what is wrong, the value, and
+a suggestion (did-you-mean, or the section where an unknown key belongs).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from trainspec.issues import ConfigIssue, toml_value
+
+from .schema_info import KeyPath, SchemaInfo, bundled_schema, schema_info
+
+MAX_DEPTH = 24  # far deeper than any config; guards the recursive walks below
+SHAPE_ERRORS = {"Type", "Constant", "Enum"}
+
+
+@functools.cache
+def _validator(kind: str):
+    import jsonschema_rs
+
+    return jsonschema_rs.validator_for(bundled_schema(kind))
+
+
+def _dotted(path: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def _lookup(data: Any, path: tuple[Any, ...]) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
+def _schema_path(path: tuple[Any, ...]) -> KeyPath:
+    return tuple(part for part in path if isinstance(part, str))
+
+
+def precheck(data: dict[str, Any]) -> list[ConfigIssue]:
+    """What JSON Schema cannot see: non-finite numbers and absurd nesting."""
+    issues: list[ConfigIssue] = []
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        if len(path) > MAX_DEPTH:
+            issues.append(
+                ConfigIssue(
+                    "error",
+                    _dotted(path[:MAX_DEPTH]),
+                    f"is nested more than {MAX_DEPTH} levels deep",
+                    "no trainspec setting is nested this deeply; check the table headers",
+                )
+            )
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            issues.append(
+                ConfigIssue(
+                    "error", _dotted(path), f"must be a finite number, got {value}", "use a number"
+                )
+            )
+        elif isinstance(value, dict):
+            stack.extend(((*path, key), item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*path, index), item) for index, item in enumerate(value))
+    return sorted(issues, key=lambda issue: issue.path)
+
+
+def check(kind: str, data: dict[str, Any]) -> list[ConfigIssue]:
+    """Every structural error of `data` as a `kind` config; [] when the schema accepts it."""
+    validator = _validator(kind)
+    if validator.is_valid(data):
+        return []
+    info = schema_info(kind)
+    seen: dict[tuple[str, str], ConfigIssue] = {}
+    for error in validator.iter_errors(data):
+        for issue in _translate(error, info, data):
+            seen.setdefault((issue.path, issue.message), issue)
+    return list(seen.values())
+
+
+def _kind(error) -> str:
+    return type(error.kind).__name__
+
+
+def _viable(branch: list, path: tuple[Any, ...]) -> bool:
+    """Whether a union branch had the right shape and failed only further in."""
+    for error in branch:
+        where = tuple(error.instance_path)
+        if where == path and _kind(error) in SHAPE_ERRORS:
+            return False
+        if where == (*path, "type") and _kind(error) == "Constant":
+            return False
+    return True
+
+
+def _translate(error, info: SchemaInfo, data: Any) -> Iterator[ConfigIssue]:
+    path = tuple(error.instance_path)
+    kind = _kind(error)
+    if kind in ("AnyOf", "OneOfNotValid"):
+        branches = [branch for branch in error.kind.context if _viable(branch, path)]
+        if branches:
+            for inner in min(branches, key=len):
+                yield from _translate(inner, info, data)
+        else:
+            yield _wrong_shape(path, info, data)
+    elif kind in ("AdditionalProperties", "UnevaluatedProperties"):
+        for key in error.kind.unexpected:
+            if not _is_known(path, key, info, data):
+                yield _unknown_key(path, key, info, data)
+    elif kind == "Required":
+        name = error.kind.property
+        yield ConfigIssue("error", _dotted((*path, name)), "is required", f"add {name}")
+    elif kind == "PropertyNames":
+        yield from _bad_names(path, info, data)
+    else:
+        yield _bad_value(path, kind, error, info, data)
+
+
+def _variant(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> str | None:
+    """The `type` a union table selects (its default variant when `type` is left out)."""
+    where = _schema_path(path)
+    if where not in info.variants:
+        return None
+    table = _lookup(data, path)
+    tag = table.get("type") if isinstance(table, dict) else None
+    if tag is None and where in info.keys:
+        default = info.keys[where].default
+        tag = default.get("type") if isinstance(default, dict) else None
+    return tag if isinstance(tag, str) else None
+
+
+def _valid_keys(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> list[str]:
+    where = _schema_path(path)
+    tag = _variant(path, info, data)
+    if tag is not None:
+        return info.variants[where].get(tag, [])
+    return info.children.get(where, [])
+
+
+def _is_known(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) -> bool:
+    """Keys a failed allOf part left "unevaluated" although the schema defines them."""
+    return key in _valid_keys(path, info, data)
+
+
+def _unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) -> ConfigIssue:
+    where = _schema_path(path)
+    dotted = _dotted((*path, key))
+    valid = _valid_keys(path, info, data)
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    elsewhere = [p for p in info.where(key) if p[:-1] != where]
+    section = f"[{_dotted(where)}]" if where else "the top level"
+    tag = _variant(path, info, data)
+    owners = [t for t, keys in info.variants.get(where, {}).items() if key in keys]
+    if tag is not None and owners:
+        names = " or ".join(json.dumps(t) for t in owners)
+        fix = f'{key} is a setting of {_dotted(where)}.type {names}, not "{tag}"'
+    elif close:
+        fix = f"did you mean {_dotted((*path, close[0]))}?"
+    elif elsewhere:
+        homes = " or ".join(
+            f"[{_dotted(p[:-1])}]" if p[:-1] else "the top level" for p in elsewhere
+        )
+        fix = f"{key} belongs under {homes}, not {section}"
+    else:
+        fix = f"remove {key}; {section} takes: {', '.join(valid)}"
+    return ConfigIssue("error", dotted, f"is not a known key of {section}", fix)
+
+
+def _wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIssue:
+    where = _schema_path(path)
+    value = _lookup(data, path)
+    tags = info.variants.get(where)
+    if tags and isinstance(value, dict) and "type" in value:
+        choices = list(tags)
+        close = difflib.get_close_matches(str(value["type"]), choices, n=1, cutoff=0.5)
+        hint = f'did you mean "{close[0]}"?' if close else "pick one of the listed types"
+        names = ", ".join(json.dumps(c) for c in choices)
+        return ConfigIssue(
+            "error",
+            _dotted((*path, "type")),
+            f"is {toml_value(value['type'])}, not one of {names}",
+            hint,
+        )
+    key = info.keys.get(where)
+    expected = key.expected() if key else "another kind of value"
+    return ConfigIssue(
+        "error",
+        _dotted(path),
+        f"should be {expected}, got {toml_value(value)}",
+        _describe_fix(key),
+    )
+
+
+def _describe_fix(key) -> str:
+    if key is None or not key.description:
+        return "see the schema for this key"
+    return f"{key.dotted}: {key.description}"
+
+
+def _bad_names(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> Iterator[ConfigIssue]:
+    import jsonschema_rs
+
+    key = info.keys.get(_schema_path(path))
+    names_schema = key.property_names if key else None
+    table = _lookup(data, path)
+    if not names_schema or not isinstance(table, dict):
+        return
+    rule = jsonschema_rs.validator_for(names_schema)
+    for name in table:
+        if not rule.is_valid(name):
+            yield ConfigIssue(
+                "error",
+                _dotted((*path, name)),
+                f"is not allowed in [{_dotted(path)}]",
+                f"remove {name}; {_describe_fix(key)}",
+            )
+
+
+def _bad_value(path, kind: str, error, info: SchemaInfo, data: Any) -> ConfigIssue:
+    where = _schema_path(path)
+    key = info.keys.get(where)
+    value = _lookup(data, path)
+    got = toml_value(value)
+    limit = getattr(error.kind, "limit", None)
+    if kind == "Minimum":
+        message = f"should be at least {limit}, got {got}"
+    elif kind == "ExclusiveMinimum":
+        message = f"should be greater than {limit}, got {got}"
+    elif kind == "Maximum":
+        message = f"should be at most {limit}, got {got}"
+    elif kind == "ExclusiveMaximum":
+        message = f"should be less than {limit}, got {got}"
+    elif kind == "Enum":
+        options = error.kind.options
+        names = ", ".join(json.dumps(o) for o in options)
+        message = f"should be one of {names}, got {got}"
+        close = difflib.get_close_matches(str(value), [str(o) for o in options], n=1, cutoff=0.5)
+        if close:
+            return ConfigIssue("error", _dotted(path), message, f'did you mean "{close[0]}"?')
+    elif kind == "Type":
+        expected = key.expected() if key and len(path) == len(where) else None
+        if not expected:
+            words = {"integer": "an integer", "number": "a number", "string": "a string"}
+            expected = " or ".join(words.get(t, t) for t in error.kind.types)
+        message = f"should be {expected}, got {got}"
+    else:
+        message = f"is invalid: {error.message}"
+    return ConfigIssue("error", _dotted(path), message, _describe_fix(key))

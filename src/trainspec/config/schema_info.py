@@ -1,0 +1,199 @@
+"""What the bundled schema says about each key: for override flags, suggestions and --help.
+
+Built once per kind by walking the bundle that `make gen` writes (generated/schemas/), only when
+a report, an override or --help needs it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+KeyPath = tuple[str, ...]
+SCHEMA_NAMES = {"rl": "rl_trainer", "sft": "sft_trainer"}
+NO_DEFAULT = object()
+
+
+@dataclass(slots=True)
+class KeyInfo:
+    """One key of the config tree (merged over union variants)."""
+
+    path: KeyPath
+    description: str = ""
+    default: Any = NO_DEFAULT
+    types: set[str] = field(default_factory=set)  # JSON types; "object" for a sub-table
+    choices: list[Any] = field(default_factory=list)  # enum / const values
+    required: bool = False
+    property_names: dict[str, Any] | None = None  # a schema every key of this table must match
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.path)
+
+    @property
+    def is_table(self) -> bool:
+        return "object" in self.types
+
+    @property
+    def is_switch(self) -> bool:
+        """A key that a bare `--flag` / `--no-flag` can set: a boolean or an optional table."""
+        return "boolean" in self.types or (self.is_table and "null" in self.types)
+
+    def accepts_type(self, value: Any) -> bool:
+        kind = _json_type(value)
+        return (
+            kind in self.types
+            or (kind == "integer" and "number" in self.types)
+            or (value in self.choices)
+        )
+
+    def expected(self) -> str:
+        """What this key takes, in words: 'an integer or "None"'."""
+        words = [_ARTICLES[t] for t in _TYPE_ORDER if t in self.types and t != "null"]
+        if self.choices and len(self.choices) <= 8:
+            words += [json.dumps(choice) for choice in self.choices]
+        elif self.choices:
+            words.append("one of " + ", ".join(json.dumps(c) for c in self.choices))
+        if len(words) <= 1:
+            return "".join(words)
+        return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+@functools.cache
+def bundled_schema(kind: str) -> dict[str, Any]:
+    name = SCHEMA_NAMES[kind]
+    text = resources.files("trainspec.generated").joinpath(f"schemas/{name}.json").read_text()
+    return json.loads(text)
+
+
+class SchemaInfo:
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+        self.keys: dict[KeyPath, KeyInfo] = {}
+        self.children: dict[KeyPath, list[str]] = {(): []}
+        self.variants: dict[KeyPath, dict[str, list[str]]] = {}  # union path → tag → its keys
+        self._walk(schema, (), set())
+
+    def resolve(self, node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            target: Any = self.schema
+            for part in node["$ref"].removeprefix("#").strip("/").split("/"):
+                if part:
+                    target = target[part.replace("~1", "/").replace("~0", "~")]
+            extra = {k: v for k, v in node.items() if k != "$ref"}
+            node = {**target, **extra}
+        return node
+
+    def _objects(self, node: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every object schema a value at this node may match, allOf parts merged."""
+        node = self.resolve(node)
+        found = []
+        if "properties" in node or node.get("type") == "object":
+            merged = {"properties": dict(node.get("properties", {})), "required": []}
+            merged["required"] = list(node.get("required", []))
+            for part in node.get("allOf", []):
+                for sub in self._objects(part):
+                    merged["properties"] = {**sub["properties"], **merged["properties"]}
+                    merged["required"] += sub["required"]
+            found.append(merged)
+        elif "allOf" in node:
+            merged = {"properties": {}, "required": []}
+            for part in node["allOf"]:
+                for sub in self._objects(part):
+                    merged["properties"].update(sub["properties"])
+                    merged["required"] += sub["required"]
+            found.append(merged)
+        for key in ("anyOf", "oneOf"):
+            for branch in node.get(key, []):
+                found += self._objects(branch)
+        return found
+
+    def _describe(self, info: KeyInfo, node: dict[str, Any]) -> None:
+        node = self.resolve(node)
+        if "propertyNames" in node:
+            info.property_names = node["propertyNames"]
+        kinds = node.get("type")
+        if isinstance(kinds, str):
+            info.types.add(kinds)
+        elif isinstance(kinds, list):
+            info.types.update(kinds)
+        if "properties" in node or "allOf" in node:
+            info.types.add("object")
+        if "const" in node and node["const"] not in info.choices:
+            info.choices.append(node["const"])
+        for value in node.get("enum", []):
+            if value not in info.choices:
+                info.choices.append(value)
+        for key in ("anyOf", "oneOf"):
+            for branch in node.get(key, []):
+                self._describe(info, branch)
+
+    def _walk(self, node: dict[str, Any], path: KeyPath, seen: set[int]) -> None:
+        resolved = self.resolve(node)
+        objects = self._objects(resolved)
+        union = resolved.get("oneOf") or []
+        if len(union) > 1 and all(
+            "properties" in self.resolve(b) or "allOf" in self.resolve(b) for b in union
+        ):
+            tags = {}
+            for branch in union:
+                for obj in self._objects(branch):
+                    tag = obj["properties"].get("type", {}).get("const")
+                    if tag is not None:
+                        tags[tag] = list(obj["properties"])
+            if tags:
+                self.variants[path] = tags
+        names = self.children.setdefault(path, [])
+        for obj in objects:
+            for name, prop in obj["properties"].items():
+                child = (*path, name)
+                if name not in names:
+                    names.append(name)
+                info = self.keys.get(child)
+                if info is None:
+                    info = self.keys[child] = KeyInfo(child)
+                    info.description = prop.get("description", "")
+                    info.default = prop.get("default", NO_DEFAULT)
+                info.required = info.required or name in obj["required"]
+                self._describe(info, prop)
+                if id(prop) not in seen:
+                    self._walk(prop, child, seen | {id(prop)})
+
+    def known(self, path: KeyPath) -> bool:
+        return path in self.keys
+
+    def where(self, name: str) -> list[KeyPath]:
+        """Every path whose last key is `name` (for "this key belongs under [section]")."""
+        return [path for path in self.keys if path[-1] == name]
+
+
+_TYPE_ORDER = ("object", "array", "boolean", "integer", "number", "string", "null")
+_ARTICLES = {
+    "object": "a table",
+    "array": "an array",
+    "boolean": "true or false",
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "null": "null",
+}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "string" if isinstance(value, str) else "object"
+
+
+@functools.cache
+def schema_info(kind: str) -> SchemaInfo:
+    return SchemaInfo(bundled_schema(kind))
