@@ -37,6 +37,7 @@ class ConfigIssue:
     fix: str | None = None
     rule: str | None = None  # name of the rule that reported it; None for type/shape errors
     related: tuple[str, ...] = ()  # other paths the message names, to locate it if `path` is unset
+    about_key: bool = False  # the key itself is wrong (unknown): point at the key, not its value
     # Where it was written: a file position, or the command-line flag that set it.
     file: str | None = None
     line: int | None = None

@@ -83,7 +83,7 @@ def _issues_from_pydantic(exc: ValidationError, data: Mapping[str, Any]) -> list
         key = path.rsplit(".", 1)[-1]
         if "extra_forbidden" in kinds:
             fix = f"remove {key} or check its spelling"
-            issues.append(ConfigIssue("error", path, "is not a known key", fix))
+            issues.append(ConfigIssue("error", path, "is not a known key", fix, about_key=True))
         elif "missing" in kinds:
             issues.append(ConfigIssue("error", path, "is required", f"add {key}"))
         else:
@@ -109,7 +109,7 @@ def locate(issue: ConfigIssue, sources: list[Source]) -> ConfigIssue:
     for candidate in candidates:
         source = last_source(sources, candidate)
         if source is not None:
-            return _at(issue, source, candidate)
+            return _at(issue, source, candidate, issue.about_key and candidate == parts)
     files = [s for s in sources if isinstance(s, FileSource)]
     if files:
         return _at(issue, files[-1], ())
@@ -119,9 +119,11 @@ def locate(issue: ConfigIssue, sources: list[Source]) -> ConfigIssue:
     return issue
 
 
-def _at(issue: ConfigIssue, source: Source, parts: tuple[str, ...]) -> ConfigIssue:
+def _at(
+    issue: ConfigIssue, source: Source, parts: tuple[str, ...], of_key: bool = False
+) -> ConfigIssue:
     if isinstance(source, FileSource):
-        position = source.position(parts)
+        position = source.position(parts, of_key)
         return dataclasses.replace(
             issue, file=source.path, line=position.line, column=position.column
         )

@@ -170,7 +170,7 @@ def _unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) -
         fix = f"{key} belongs under {homes}, not {section}"
     else:
         fix = f"remove {key}; {section} takes: {', '.join(valid)}"
-    return ConfigIssue("error", dotted, f"is not a known key of {section}", fix)
+    return ConfigIssue("error", dotted, f"is not a known key of {section}", fix, about_key=True)
 
 
 def _wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIssue:
@@ -194,7 +194,7 @@ def _wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIs
         "error",
         _dotted(path),
         f"should be {expected}, got {toml_value(value)}",
-        _describe_fix(key),
+        f"write {expected} ({_describe_fix(key)})",
     )
 
 
@@ -220,6 +220,7 @@ def _bad_names(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> Iterator[C
                 _dotted((*path, name)),
                 f"is not allowed in [{_dotted(path)}]",
                 f"remove {name}; {_describe_fix(key)}",
+                about_key=True,
             )
 
 
@@ -229,14 +230,15 @@ def _bad_value(path, kind: str, error, info: SchemaInfo, data: Any) -> ConfigIss
     value = _lookup(data, path)
     got = toml_value(value)
     limit = getattr(error.kind, "limit", None)
+    action = None
     if kind == "Minimum":
-        message = f"should be at least {limit}, got {got}"
+        message, action = f"should be at least {limit}, got {got}", f"use {limit} or more"
     elif kind == "ExclusiveMinimum":
-        message = f"should be greater than {limit}, got {got}"
+        message, action = f"should be greater than {limit}, got {got}", f"use more than {limit}"
     elif kind == "Maximum":
-        message = f"should be at most {limit}, got {got}"
+        message, action = f"should be at most {limit}, got {got}", f"use {limit} or less"
     elif kind == "ExclusiveMaximum":
-        message = f"should be less than {limit}, got {got}"
+        message, action = f"should be less than {limit}, got {got}", f"use less than {limit}"
     elif kind == "Enum":
         options = error.kind.options
         names = ", ".join(json.dumps(o) for o in options)
@@ -249,7 +251,8 @@ def _bad_value(path, kind: str, error, info: SchemaInfo, data: Any) -> ConfigIss
         if not expected:
             words = {"integer": "an integer", "number": "a number", "string": "a string"}
             expected = " or ".join(words.get(t, t) for t in error.kind.types)
-        message = f"should be {expected}, got {got}"
+        message, action = f"should be {expected}, got {got}", f"write {expected}"
     else:
         message = f"is invalid: {error.message}"
-    return ConfigIssue("error", _dotted(path), message, _describe_fix(key))
+    fix = _describe_fix(key) if action is None else f"{action} ({_describe_fix(key)})"
+    return ConfigIssue("error", _dotted(path), message, fix)

@@ -62,11 +62,14 @@ class FileSource:
     def has(self, parts: tuple[str, ...]) -> bool:
         return _key(self.data, parts) is not None
 
-    def position(self, parts: tuple[str, ...]) -> Position:
+    def position(self, parts: tuple[str, ...], of_key: bool = False) -> Position:
         if self._index is None:
             self._index = index_positions(self.text)
         key = _key(self.data, parts)
-        return (key is not None and self._index.find(key)) or Position(1, 1)
+        if key is None:
+            return Position(1, 1)
+        found = self._index.keys.get(key) if of_key else None
+        return found or self._index.find(key) or Position(1, 1)
 
     def origin(self, parts: tuple[str, ...]) -> str:
         return f"{self.path}:{self.position(parts).line}"

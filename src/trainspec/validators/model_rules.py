@@ -58,6 +58,7 @@ def vlm_cp_requires_ulysses(cfg, ctx: RuleContext) -> None:
             f'must be "ulysses" for a VLM with context parallelism (model.cp = {model.cp}), '
             f"got {show(model.cp_style)}",
             'set model.cp_style = "ulysses", or set model.cp = 1',
+            related=("model.cp", "model.vlm"),
         )
 
 
@@ -126,6 +127,7 @@ def flash_attention_4_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
             "model.attn",
             f'= {show(model.attn)} needs model.impl "custom" or "auto", got {show(model.impl)}',
             'with impl = "hf", set model.attn = "flash_attention_2" or "flash_attention_3"',
+            related=("model.impl",),
         )
 
 
@@ -146,6 +148,7 @@ def validate_ep_comm_backend(cfg, ctx: RuleContext) -> None:
             "model.ep_comm_backend",
             f'= "deepep" needs expert parallelism, but model.ep = {model.ep}',
             'set model.ep above 1 (or "auto"), or set model.ep_comm_backend = "torch"',
+            related=("model.ep",),
         )
 
 
@@ -157,6 +160,7 @@ def mxfp8_only_with_torch_ep_backend(cfg, ctx: RuleContext) -> None:
             f'of type "mxfp8" needs model.ep_comm_backend = "torch", '
             f"got {show(model.ep_comm_backend)}",
             'set model.ep_comm_backend = "torch", or use quantization type "fp8"',
+            related=("model.ep_comm_backend",),
         )
 
 

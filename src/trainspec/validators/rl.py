@@ -13,6 +13,7 @@ def validate_lora_broadcast(cfg, ctx: RuleContext) -> None:
             "weight_broadcast.type",
             f"= {show(cfg.weight_broadcast.type)} cannot send LoRA adapters ([model.lora])",
             'set weight_broadcast.type = "filesystem", or remove [model.lora]',
+            related=("model.lora",),
         )
 
 

@@ -98,6 +98,7 @@ def validate_cp_seq_len(cfg, ctx: RuleContext) -> None:
                 f"{path}.seq_len",
                 f"= {data.seq_len} is not divisible by model.cp = {cp}",
                 f"make {path}.seq_len a multiple of {cp}",
+                related=("model.cp",),
             )
 
 
@@ -112,6 +113,7 @@ def validate_cp_micro_batch_size(cfg, ctx: RuleContext) -> None:
                 f"must be 1 with context parallelism (model.cp = {cp}), "
                 f"got {data.micro_batch_size}",
                 f"set {path}.micro_batch_size = 1",
+                related=("model.cp",),
             )
 
 
@@ -125,6 +127,7 @@ def validate_vlm_constraints(cfg, ctx: RuleContext) -> None:
                 f"{path}.micro_batch_size",
                 f"must be 1 when training a VLM ([model.vlm]), got {data.micro_batch_size}",
                 f"set {path}.micro_batch_size = 1",
+                related=("model.vlm",),
             )
 
 

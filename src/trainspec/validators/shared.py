@@ -31,19 +31,22 @@ def reject_protected_env_vars(cfg, ctx: RuleContext) -> None:
             )
 
 
-def _disable_grad_clipping(cfg, ctx: RuleContext, because: str) -> None:
+def _disable_grad_clipping(cfg, ctx: RuleContext, because: str, setting: str) -> None:
     if cfg.optim.max_norm is not None:
         ctx.warn(
             "optim.max_norm",
             f"set to null (was {cfg.optim.max_norm}): {because} does not support gradient clipping",
             'set optim.max_norm = "None" to silence this warning',
+            related=(setting,),
         )
         cfg.optim.max_norm = None
 
 
 def deepep_disables_grad_clipping(cfg, ctx: RuleContext) -> None:
     if cfg.model.ep_comm_backend == "deepep":
-        _disable_grad_clipping(cfg, ctx, 'model.ep_comm_backend = "deepep"')
+        _disable_grad_clipping(
+            cfg, ctx, 'model.ep_comm_backend = "deepep"', "model.ep_comm_backend"
+        )
 
 
 def full_optimizer_offload_requires_supported_optimizer(cfg, ctx: RuleContext) -> None:
@@ -53,12 +56,13 @@ def full_optimizer_offload_requires_supported_optimizer(cfg, ctx: RuleContext) -
             f"= {show(cfg.optim.type)} cannot run on the CPU optimizer of model.full_offload, "
             'which supports "adamw" and "sign_sgd"',
             'set optim.type = "adamw" (or "sign_sgd"), or remove [model.full_offload]',
+            related=("model.full_offload",),
         )
 
 
 def full_optimizer_offload_disables_grad_clipping(cfg, ctx: RuleContext) -> None:
     if cfg.model.full_offload is not None:
-        _disable_grad_clipping(cfg, ctx, "model.full_offload")
+        _disable_grad_clipping(cfg, ctx, "model.full_offload", "model.full_offload")
 
 
 def vlms_require_bfloat16(cfg, ctx: RuleContext) -> None:
@@ -72,6 +76,7 @@ def vlms_require_bfloat16(cfg, ctx: RuleContext) -> None:
                 f"model.{name}",
                 f'must be "bfloat16" when training a VLM ([model.vlm]), got {show(value)}',
                 f'set model.{name} = "bfloat16"',
+                related=("model.vlm",),
             )
 
 
@@ -94,6 +99,7 @@ def dont_do_massive_traces(cfg, ctx: RuleContext) -> None:
             f"must be below {MAX_TRACE_STEPS} when trace_path is set (traces grow with every "
             f"step), got {show(cfg.max_steps)}",
             f"set max_steps to at most {MAX_TRACE_STEPS - 1}, or remove trace_path",
+            related=("trace_path",),
         )
 
 
@@ -113,6 +119,7 @@ def validate_scheduler_steps(cfg, ctx: RuleContext) -> None:
                     f"is required by the linear schedule's decay "
                     f"(scheduler.decay_steps = {sched.decay_steps}), which ends at max_steps",
                     "set max_steps, or set scheduler.decay_steps = 0",
+                    related=("scheduler.decay_steps", "scheduler.type"),
                 )
             elif sched.warmup_steps + sched.decay_steps > max_steps:
                 ctx.error(
@@ -127,6 +134,7 @@ def validate_scheduler_steps(cfg, ctx: RuleContext) -> None:
                 "max_steps",
                 "is required by the cosine schedule, which decays until max_steps",
                 'set max_steps, or use scheduler type "constant" or "linear"',
+                related=("scheduler.type",),
             )
         elif sched.warmup_steps >= max_steps:
             ctx.error(
@@ -142,6 +150,7 @@ def validate_opt_and_fsdp_offload(cfg, ctx: RuleContext) -> None:
             "optim.type",
             '= "muon" cannot be combined with model.fsdp_cpu_offload = true',
             "use another optimizer, or set model.fsdp_cpu_offload = false",
+            related=("model.fsdp_cpu_offload",),
         )
 
 

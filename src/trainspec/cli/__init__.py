@@ -1,0 +1,1 @@
+"""Command-line front ends: validate-config and the argument handling the trainers share."""

@@ -1,0 +1,102 @@
+"""The command line every trainspec entrypoint shares: config files, the entrypoint's own
+options, and config overrides, in any order."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from trainspec.config.kinds import KINDS
+from trainspec.config.schema_info import SCHEMA_NAMES, schema_info
+
+from .overrides import takes_value
+
+
+class UsageError(Exception):
+    """Bad command line: reported with the usage line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so `run()` owns its streams and exit codes."""
+
+    def __init__(self, *args, out: TextIO, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.out = out
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(message)
+
+    def print_help(self, file=None) -> None:
+        super().print_help(self.out)
+
+
+@dataclass(slots=True)
+class CommandLine:
+    options: argparse.Namespace
+    files: list[str] = field(default_factory=list)
+    overrides: list[tuple[str, str | None]] = field(default_factory=list)
+
+
+def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> CommandLine:
+    """Separate the entrypoint's options, the files and the `--config.path value` overrides."""
+    option_flags = {s for action in parser._actions for s in action.option_strings}
+    takes_arg = {
+        s for action in parser._actions if action.nargs != 0 for s in action.option_strings
+    }
+    info = schema_info(kind_hint) if kind_hint in KINDS else None
+    known: list[str] = []
+    files: list[str] = []
+    overrides: list[tuple[str, str | None]] = []
+    tokens = list(argv)
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        following = tokens[index + 1] if index + 1 < len(tokens) else None
+        name = token.split("=", 1)[0]
+        if name in option_flags or (token.startswith("-") and not token.startswith("--")):
+            known.append(token)
+            if name in takes_arg and "=" not in token and following is not None:
+                known.append(following)
+                index += 1
+        elif token.startswith("--") and len(token) > 2:
+            if takes_value(token, following, info):
+                overrides.append((token, following))
+                index += 1
+            else:
+                overrides.append((token, None))
+        else:
+            files.append(token)
+        index += 1
+    return CommandLine(parser.parse_args(known), files, overrides)
+
+
+def kind_from_directive(path: str) -> str | None:
+    """The kind named by a `#:schema .../rl_trainer.json` first line, if any."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#:schema"):
+        return None
+    stem = Path(first.removeprefix("#:schema").strip()).stem
+    for kind, name in SCHEMA_NAMES.items():
+        if stem == name:
+            return kind
+    return None
+
+
+def peek_kind(argv: Sequence[str]) -> str | None:
+    """--kind from argv, else the first file's #:schema directive (before full parsing)."""
+    for index, token in enumerate(argv):
+        if token == "--kind" and index + 1 < len(argv):
+            return argv[index + 1]
+        if token.startswith("--kind="):
+            return token.split("=", 1)[1]
+    for token in argv:
+        if not token.startswith("-") and token.endswith(".toml"):
+            return kind_from_directive(token)
+    return None

@@ -1,0 +1,116 @@
+"""Command-line overrides: `--optim.lr 1e-5`, `--max-steps 50`, `--model.compile`,
+`--no-model.compile`, `--model.lora.target_modules '["q_proj"]'`.
+
+Flags are config paths in kebab or snake case. A value is read as a JSON literal when it is one
+the key accepts (numbers, true/false, null, arrays, tables), else as a string. A boolean or an
+optional sub-table also works as a bare switch: `--x` turns it on, `--no-x` off.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainspec.config.merge import deep_merge, unflatten
+from trainspec.config.schema_info import KeyInfo, SchemaInfo
+from trainspec.config.sources import FlagSource
+from trainspec.issues import ConfigIssue
+
+SWITCH_VALUES = {"true", "false", "null", "None"}
+
+
+@dataclass(slots=True)
+class ParsedOverrides:
+    source: FlagSource
+    errors: list[ConfigIssue] = field(default_factory=list)
+
+
+def flag_path(flag: str) -> tuple[bool, str]:
+    """(negated, dotted snake-case path) of a `--flag` or `--no-flag`."""
+    name = flag[2:].split("=", 1)[0]
+    negated = name.startswith("no-") or name.startswith("no_")
+    if negated:
+        name = name[3:]
+    return negated, name.replace("-", "_")
+
+
+def takes_value(flag: str, following: str | None, info: SchemaInfo | None) -> bool:
+    """Whether the token after `flag` is its value (used to tell values from file names)."""
+    if "=" in flag or following is None or following.startswith("--"):
+        return False
+    negated, dotted = flag_path(flag)
+    if negated:
+        return False
+    key = info.keys.get(tuple(dotted.split("."))) if info else None
+    if key is not None and key.is_switch:
+        return following in SWITCH_VALUES or following.startswith("{")
+    if key is None:
+        return not following.endswith(".toml")
+    return True
+
+
+def convert(raw: str, key: KeyInfo | None) -> Any:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    if key is None or key.accepts_type(value) or "string" not in key.types:
+        return value
+    return raw
+
+
+def _switch(key: KeyInfo, negated: bool) -> Any:
+    if "boolean" in key.types:
+        return not negated
+    return None if negated else {}
+
+
+def parse(tokens: list[tuple[str, str | None]], info: SchemaInfo) -> ParsedOverrides:
+    """Turn (flag, value or None) pairs into one override document and its flag map."""
+    data: dict[str, Any] = {}
+    flags: dict[tuple[str, ...], str] = {}
+    errors: list[ConfigIssue] = []
+    for flag, raw in tokens:
+        name = flag.split("=", 1)[0]
+        if "=" in flag:
+            raw = flag.split("=", 1)[1]
+        negated, dotted = flag_path(flag)
+        path = tuple(dotted.split("."))
+        key = info.keys.get(path)
+        if key is None:
+            errors.append(_unknown(name, dotted, info))
+            continue
+        if negated or raw is None:
+            if not key.is_switch:
+                errors.append(
+                    ConfigIssue(
+                        "error",
+                        dotted,
+                        f"needs a value: {key.expected()}",
+                        f"write {name} VALUE",
+                        flag=name,
+                    )
+                )
+                continue
+            value = _switch(key, negated)
+        else:
+            value = convert(raw, key)
+        data = deep_merge(data, unflatten({dotted: value}))
+        flags[path] = name
+    return ParsedOverrides(FlagSource(data, flags), errors)
+
+
+def _unknown(flag: str, dotted: str, info: SchemaInfo) -> ConfigIssue:
+    names = [".".join(path) for path in info.keys]
+    close = difflib.get_close_matches(dotted, names, n=1, cutoff=0.7)
+    leaf = dotted.rsplit(".", 1)[-1]
+    homes = [".".join(p) for p in info.where(leaf)]
+    if close:
+        fix = f"did you mean --{close[0]}?"
+    elif homes:
+        fix = "did you mean " + " or ".join(f"--{h}" for h in homes) + "?"
+    else:
+        fix = "run with --help to list the settings"
+    return ConfigIssue("error", dotted, "is not a known setting", fix, flag=flag)
