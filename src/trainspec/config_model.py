@@ -16,12 +16,14 @@ accepts exactly what its schema accepts.
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
+from pydantic_core import core_schema
 from typing_extensions import TypeAliasType
 
 NONE_STRING = "None"
@@ -71,40 +73,43 @@ def _conventions(cls: type[ConfigModel]) -> dict[str, _FieldConventions]:
     return found
 
 
+def _apply(conventions: dict[str, _FieldConventions], data: Any) -> Any:
+    """Rewrite the values of one table that use a TOML convention; leave the rest alone."""
+    if not isinstance(data, dict):
+        return data
+    changed: dict[str, Any] | None = None
+    for name, value in data.items():
+        rule = conventions.get(name)
+        if rule is None:
+            continue
+        new = value
+        if value == NONE_STRING and rule.nullable:
+            new = None
+        elif isinstance(value, bool) and rule.bool_switch:
+            new = {} if value else None
+        elif isinstance(value, dict) and rule.default_tag and "type" not in value:
+            new = {**value, "type": rule.default_tag}
+        if new is not value:
+            if changed is None:
+                changed = dict(data)
+            changed[name] = new
+    return data if changed is None else changed
+
+
 class ConfigModel(BaseModel):
-    """A config table: unknown keys are rejected, values are checked strictly."""
+    """A config table: unknown keys are rejected, values are checked strictly, and non-finite
+    numbers (TOML's nan and inf) are refused."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, defer_build=True)
 
-    # Per-class field conventions, computed on first validation (annotations are resolved
-    # only once the whole generated module has been imported).
-    __conventions__: ClassVar[dict[str, _FieldConventions] | None] = None
-
-    @model_validator(mode="before")
     @classmethod
-    def _apply_toml_conventions(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        conventions = cls.__dict__.get("__conventions__")
-        if conventions is None:
-            conventions = _conventions(cls)
-            cls.__conventions__ = conventions
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        # The conventions run only on tables that have a field using one, as a plain function
+        # in front of the generated validator (no Python call for the other tables).
+        schema = handler(source)
+        conventions = _conventions(cls)
         if not conventions:
-            return data
-        changed: dict[str, Any] | None = None
-        for name, value in data.items():
-            rule = conventions.get(name)
-            if rule is None:
-                continue
-            new = value
-            if value == NONE_STRING and rule.nullable:
-                new = None
-            elif isinstance(value, bool) and rule.bool_switch:
-                new = {} if value else None
-            elif isinstance(value, dict) and rule.default_tag and "type" not in value:
-                new = {**value, "type": rule.default_tag}
-            if new is not value:
-                if changed is None:
-                    changed = dict(data)
-                changed[name] = new
-        return data if changed is None else changed
+            return schema
+        return core_schema.no_info_before_validator_function(
+            functools.partial(_apply, conventions), schema
+        )

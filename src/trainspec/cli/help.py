@@ -21,7 +21,8 @@ def config_flags_help(kind: str, width: int = 100) -> str:
         if key.is_switch:
             flag += f", --no-{'.'.join(path)}"
         default = "" if key.default is NO_DEFAULT else f" (default: {json.dumps(key.default)})"
-        text = f"{key.description}{default}"
+        takes = "" if key.is_table else f" Takes {key.expected()}."
+        text = f"{key.description}{takes}{default}"
         lines.append(f"  {flag}")
         lines += textwrap.wrap(text, width, initial_indent=" " * 6, subsequent_indent=" " * 6)
     return "\n".join(lines) + "\n"

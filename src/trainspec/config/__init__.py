@@ -9,7 +9,7 @@ Imports neither torch nor transformers.
 
 from trainspec.issues import ConfigError, ConfigIssue
 
-from .kinds import KINDS, Kind, TrainerConfig, config_class
+from .kinds import KINDS, Kind, config_class
 from .loader import Outcome, Resolved, check_sources, dump_json, load, validate
 from .sources import ConfigFileError, FileSource, FlagSource, read_file
 
@@ -31,3 +31,11 @@ __all__ = [
     "read_file",
     "validate",
 ]
+
+
+def __getattr__(name: str):
+    if name == "TrainerConfig":
+        from . import kinds
+
+        return kinds.TrainerConfig
+    raise AttributeError(name)

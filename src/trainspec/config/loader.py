@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from os import PathLike
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -21,9 +21,12 @@ from trainspec.issues import ConfigError, ConfigIssue
 from trainspec.validators.pipeline import run_rules
 
 from . import schema_check
-from .kinds import Kind, TrainerConfig, config_class
+from .kinds import Kind, config_class
 from .merge import merge_all, unflatten
 from .sources import FileSource, FlagSource, Source, last_source, read_file
+
+if TYPE_CHECKING:
+    from .kinds import TrainerConfig
 
 
 @dataclass(slots=True)
@@ -132,7 +135,7 @@ def _at(
 
 def check_document(kind: Kind, data: dict[str, Any]) -> tuple[Any, list, list]:
     """(config or None, errors, warnings) of one merged document; issues are not located."""
-    errors = schema_check.precheck(data) or schema_check.check(kind, data)
+    errors = schema_check.check(kind, data)
     if errors:
         return None, errors, []
     try:

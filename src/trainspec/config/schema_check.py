@@ -7,16 +7,20 @@ a suggestion (did-you-mean, or the section where an unknown key belongs).
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import functools
 import json
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainspec.issues import ConfigIssue, toml_value
 
-from .schema_info import KeyPath, SchemaInfo, bundled_schema, schema_info
+from .bundle import bundled_schema
+
+if TYPE_CHECKING:
+    from .schema_info import SchemaInfo
 
 MAX_DEPTH = 24  # far deeper than any config; guards the recursive walks below
 SHAPE_ERRORS = {"Type", "Constant", "Enum"}
@@ -39,12 +43,13 @@ def _lookup(data: Any, path: tuple[Any, ...]) -> Any:
     return data
 
 
-def _schema_path(path: tuple[Any, ...]) -> KeyPath:
+def _schema_path(path: tuple[Any, ...]) -> tuple[str, ...]:
     return tuple(part for part in path if isinstance(part, str))
 
 
-def precheck(data: dict[str, Any]) -> list[ConfigIssue]:
-    """What JSON Schema cannot see: non-finite numbers and absurd nesting."""
+def unrepresentable(data: dict[str, Any]) -> list[ConfigIssue]:
+    """What JSON cannot hold, so the schema cannot judge: non-finite numbers, TOML dates and
+    times, absurd nesting. Walked only for documents the schema rejected or could not read."""
     issues: list[ConfigIssue] = []
     stack: list[tuple[tuple[Any, ...], Any]] = [((), data)]
     while stack:
@@ -65,6 +70,15 @@ def precheck(data: dict[str, Any]) -> list[ConfigIssue]:
                     "error", _dotted(path), f"must be a finite number, got {value}", "use a number"
                 )
             )
+        elif isinstance(value, (datetime.date, datetime.time)):
+            issues.append(
+                ConfigIssue(
+                    "error",
+                    _dotted(path),
+                    f"is a TOML date or time ({value.isoformat()}); no setting takes one",
+                    "quote it if you meant a string",
+                )
+            )
         elif isinstance(value, dict):
             stack.extend(((*path, key), item) for key, item in value.items())
         elif isinstance(value, list):
@@ -75,8 +89,18 @@ def precheck(data: dict[str, Any]) -> list[ConfigIssue]:
 def check(kind: str, data: dict[str, Any]) -> list[ConfigIssue]:
     """Every structural error of `data` as a `kind` config; [] when the schema accepts it."""
     validator = _validator(kind)
-    if validator.is_valid(data):
-        return []
+    try:
+        if validator.is_valid(data):
+            return []  # a nan in a nullable field reads as null here; stage 2 refuses it
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        return unrepresentable(data) or [
+            ConfigIssue("error", "", f"cannot be checked: {exc}", "simplify the values")
+        ]
+    found = unrepresentable(data)
+    if found:
+        return found
+    from .schema_info import schema_info
+
     info = schema_info(kind)
     seen: dict[tuple[str, str], ConfigIssue] = {}
     for error in validator.iter_errors(data):

@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
+from .bundle import SCHEMA_NAMES, bundled_schema
+
 KeyPath = tuple[str, ...]
-SCHEMA_NAMES = {"rl": "rl_trainer", "sft": "sft_trainer"}
 NO_DEFAULT = object()
+__all__ = ["NO_DEFAULT", "SCHEMA_NAMES", "KeyInfo", "SchemaInfo", "bundled_schema", "schema_info"]
 
 
 @dataclass(slots=True)
@@ -60,13 +61,6 @@ class KeyInfo:
         if len(words) <= 1:
             return "".join(words)
         return ", ".join(words[:-1]) + " or " + words[-1]
-
-
-@functools.cache
-def bundled_schema(kind: str) -> dict[str, Any]:
-    name = SCHEMA_NAMES[kind]
-    text = resources.files("trainspec.generated").joinpath(f"schemas/{name}.json").read_text()
-    return json.loads(text)
 
 
 class SchemaInfo:

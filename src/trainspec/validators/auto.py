@@ -40,13 +40,20 @@ def auto_table(cls: type[BaseModel]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def resolve_auto_defaults(cfg, ctx: RuleContext) -> None:
-    for path, per_mode in auto_table(type(cfg)).items():
+@functools.cache
+def _steps(cls: type[BaseModel]) -> tuple[tuple[tuple[str, ...], str, dict[str, Any]], ...]:
+    """(parent attributes, leaf, per-mode values) for each auto setting of `cls`."""
+    steps = []
+    for path, per_mode in auto_table(cls).items():
         *parents, leaf = path.split(".")
+        steps.append((tuple(parents), leaf, per_mode))
+    return tuple(steps)
+
+
+def resolve_auto_defaults(cfg, ctx: RuleContext) -> None:
+    for parents, leaf, per_mode in _steps(type(cfg)):
         table = cfg
         for part in parents:
             table = getattr(table, part, None)
-            if table is None:
-                break
         if table is not None and getattr(table, leaf, None) == AUTO:
             setattr(table, leaf, per_mode[ctx.kind])

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import importlib
+from collections.abc import Callable, Mapping, Sequence
 
 from .auto import resolve_auto_defaults
 from .context import Kind, RuleContext
 from .model_rules import MODEL_RULES
-from .rl import RL_RULES
-from .sft import SFT_RULES
 from .shared import (
     auto_setup_tokenizer,
     deepep_disables_grad_clipping,
@@ -45,7 +44,27 @@ SHARED_RULES: tuple[Rule, ...] = (
     validate_control_signals,
 )
 
-MODE_RULES: dict[Kind, tuple[Rule, ...]] = {"rl": RL_RULES, "sft": SFT_RULES}
+
+class _ModeRules(Mapping[str, tuple[Rule, ...]]):
+    """kind → that mode's rules, importing the mode's module (and its classes) on first use."""
+
+    modules = {
+        "rl": ("trainspec.validators.rl", "RL_RULES"),
+        "sft": ("trainspec.validators.sft", "SFT_RULES"),
+    }
+
+    def __getitem__(self, kind: str) -> tuple[Rule, ...]:
+        module, name = self.modules[kind]
+        return getattr(importlib.import_module(module), name)
+
+    def __iter__(self):
+        return iter(self.modules)
+
+    def __len__(self) -> int:
+        return len(self.modules)
+
+
+MODE_RULES: Mapping[str, tuple[Rule, ...]] = _ModeRules()
 
 
 def rules_for(kind: Kind) -> Sequence[Rule]:

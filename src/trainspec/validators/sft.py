@@ -160,7 +160,7 @@ def _last_part(name: str) -> str:
 
 
 def config_digest(cfg) -> str:
-    """8 hex digits identifying what a config trains (see RUN_NAME_IGNORES)."""
+    """8 hex digits identifying what a resolved config trains (see RUN_NAME_IGNORES)."""
     blob = cfg.model_dump_json(exclude=RUN_NAME_IGNORES)
     return hashlib.sha256(blob.encode()).hexdigest()[:8]
 

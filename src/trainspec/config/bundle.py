@@ -1,0 +1,19 @@
+"""The single-file schemas `make gen` bundles into generated/schemas/ (what editors and stage 1
+read)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import trainspec.generated
+
+SCHEMA_NAMES = {"rl": "rl_trainer", "sft": "sft_trainer"}
+BUNDLE_DIR = Path(trainspec.generated.__file__).parent / "schemas"
+
+
+@functools.cache
+def bundled_schema(kind: str) -> dict[str, Any]:
+    return json.loads((BUNDLE_DIR / f"{SCHEMA_NAMES[kind]}.json").read_text())
