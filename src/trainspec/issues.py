@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,6 +25,16 @@ def toml_value(value: Any) -> str:
     return str(value)
 
 
+BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def dotted(parts: tuple[Any, ...]) -> str:
+    """A key path as TOML writes it: `model.lora.rank`, `env_vars."a.b"`, `log.ranks_filter.0`."""
+    return ".".join(
+        str(p) if isinstance(p, int) or BARE_KEY.fullmatch(p) else json.dumps(p) for p in parts
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigIssue:
     """One finding about a config: where (dotted path), what is wrong, and how to fix it.
@@ -38,6 +49,7 @@ class ConfigIssue:
     rule: str | None = None  # name of the rule that reported it; None for type/shape errors
     related: tuple[str, ...] = ()  # other paths the message names, to locate it if `path` is unset
     about_key: bool = False  # the key itself is wrong (unknown): point at the key, not its value
+    key: tuple[str | int, ...] = ()  # `path` as parts, when a key may hold a dot
     # Where it was written: a file position, or the command-line flag that set it.
     file: str | None = None
     line: int | None = None

@@ -94,6 +94,9 @@ def test_arrays_replace(tmp_path):
         (["--optim.max-norm", "None"], ("optim", "max_norm"), None),
         (["--env-vars", '{"NCCL_DEBUG": "INFO"}'], ("env_vars",), {"NCCL_DEBUG": "INFO"}),
         (["--optim.type", "sgd", "--optim.momentum", "0.5"], ("optim", "momentum"), 0.5),
+        (["--env-vars.NCCL_DEBUG", "WARN"], ("env_vars",), {"NCCL_DEBUG": "WARN"}),
+        (["--env-vars.OMP_NUM_THREADS", "4"], ("env_vars", "OMP_NUM_THREADS"), "4"),
+        (["--no-max-steps"], ("max_steps",), None),
         (
             ["--model.full-offload", "--model.optim-cpu-offload", "false"],
             ("optim", "max_norm"),

@@ -79,20 +79,23 @@ def parse(tokens: list[tuple[str, str | None]], info: SchemaInfo) -> ParsedOverr
         negated, dotted = flag_path(flag)
         path = tuple(dotted.split("."))
         key = info.keys.get(path)
+        table = info.free_table(path) if key is None else None
+        if table is not None:  # a key of a free-form table: --env-vars.NCCL_DEBUG WARN
+            if raw is None:
+                errors.append(_needs_value(name, dotted, "a value"))
+                continue
+            strings = table.free_values.get("type") == "string"
+            data = deep_merge(data, unflatten({dotted: raw if strings else convert(raw, None)}))
+            flags[path] = name
+            continue
         if key is None:
             errors.append(_unknown(name, dotted, info))
             continue
-        if negated or raw is None:
+        if negated and not key.is_switch and "null" in key.types:
+            value = None  # --no-max-steps: back to null
+        elif negated or raw is None:
             if not key.is_switch:
-                errors.append(
-                    ConfigIssue(
-                        "error",
-                        dotted,
-                        f"needs a value: {key.expected()}",
-                        f"write {name} VALUE",
-                        flag=name,
-                    )
-                )
+                errors.append(_needs_value(name, dotted, key.expected()))
                 continue
             value = _switch(key, negated)
         else:
@@ -100,6 +103,13 @@ def parse(tokens: list[tuple[str, str | None]], info: SchemaInfo) -> ParsedOverr
         data = deep_merge(data, unflatten({dotted: value}))
         flags[path] = name
     return ParsedOverrides(FlagSource(data, flags), errors)
+
+
+def _needs_value(flag: str, dotted: str, expected: str) -> ConfigIssue:
+    plain = "--" + flag_path(flag)[1]
+    return ConfigIssue(
+        "error", dotted, f"needs a value: {expected}", f"write {plain} VALUE", flag=flag
+    )
 
 
 def _unknown(flag: str, dotted: str, info: SchemaInfo) -> ConfigIssue:

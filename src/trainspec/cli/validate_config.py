@@ -90,13 +90,8 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
 
 def _check_one(options, files: list[str], line: CommandLine, stdout, stderr) -> int:
     kind = options.kind or (files and kind_from_directive(files[0]))
-    if not kind:
-        if options.each:
-            return 0  # a TOML file that is not a trainspec config
-        raise UsageError(
-            f"cannot tell whether {files[0]} is an rl or sft config: pass --kind rl|sft, or "
-            "start the file with a '#:schema ../schema/rl_trainer.json' (or sft_trainer) line"
-        )
+    if not kind and options.each:
+        return 0  # a TOML file that is not a trainspec config
     try:
         sources: list[Source] = [read_file(path) for path in files]
     except ConfigFileError as err:
@@ -105,6 +100,11 @@ def _check_one(options, files: list[str], line: CommandLine, stdout, stderr) -> 
             where = f"file={err.path},line={err.line or 1},col={err.column or 1},"
             stdout.write(f"::error {where}title=trainspec::{err.message}\n")
         return 2
+    if not kind:
+        raise UsageError(
+            f"cannot tell whether {files[0]} is an rl or sft config: pass --kind rl|sft, or "
+            "start the file with a '#:schema ../schema/rl_trainer.json' (or sft_trainer) line"
+        )
     parsed = parse(line.overrides, schema_info(kind))
     if parsed.errors:
         outcome = Outcome(kind, None, parsed.errors, [], {}, sources)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from trainspec.issues import ConfigError, ConfigIssue
+from trainspec.issues import ConfigError, ConfigIssue, dotted
 from trainspec.validators.pipeline import run_rules
 
 from . import schema_check
@@ -60,53 +60,48 @@ def _has(container: Any, key: Any) -> bool:
     return isinstance(container, list) and isinstance(key, int) and 0 <= key < len(container)
 
 
-def _document_path(loc: tuple[Any, ...], data: Any, missing: bool) -> str:
-    """The dotted path of a pydantic error location, without union-member labels."""
-    parts: list[str] = []
+def _document_path(loc: tuple[Any, ...], data: Any, missing: bool) -> tuple[Any, ...]:
+    """The key path of a pydantic error location, without union-member labels."""
+    parts: list[Any] = []
     current = data
     for index, element in enumerate(loc):
         if _has(current, element):
-            parts.append(str(element))
+            parts.append(element)
             current = current[element]
         elif missing and index == len(loc) - 1:
-            parts.append(str(element))
-    return ".".join(parts)
+            parts.append(element)
+    return tuple(parts)
 
 
 def _issues_from_pydantic(exc: ValidationError, data: Mapping[str, Any]) -> list[ConfigIssue]:
-    grouped: dict[str, list[dict[str, Any]]] = {}
+    grouped: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for error in exc.errors(include_url=False):
-        path = _document_path(error["loc"], data, error["type"] == "missing")
-        grouped.setdefault(path, []).append(error)
+        parts = _document_path(error["loc"], data, error["type"] == "missing")
+        grouped.setdefault(parts, []).append(error)
     issues = []
-    for path, errors in grouped.items():
-        if any(other.startswith(f"{path}.") for other in grouped):
+    for parts, errors in grouped.items():
+        if any(other[: len(parts)] == parts and other != parts for other in grouped):
             continue  # a union member with deeper errors: those say what is wrong
         kinds = {e["type"] for e in errors}
-        key = path.rsplit(".", 1)[-1]
+        path, key = dotted(parts), str(parts[-1]) if parts else ""
         if "extra_forbidden" in kinds:
-            fix = f"remove {key} or check its spelling"
-            issues.append(ConfigIssue("error", path, "is not a known key", fix, about_key=True))
+            message, fix = "is not a known key", f"remove {key} or check its spelling"
         elif "missing" in kinds:
-            issues.append(ConfigIssue("error", path, "is required", f"add {key}"))
+            message, fix = "is required", f"add {key}"
         else:
             wanted = dict.fromkeys(e["msg"].removeprefix("Input should be ") for e in errors)
             got = json.dumps(errors[0]["input"], default=str)
-            issues.append(
-                ConfigIssue(
-                    "error",
-                    path,
-                    f"should be {', or '.join(wanted)}; got {got}",
-                    "correct the value (see the schema description of this key)",
-                )
-            )
+            message = f"should be {', or '.join(wanted)}; got {got}"
+            fix = "correct the value (see the schema description of this key)"
+        about_key = "extra_forbidden" in kinds
+        issues.append(ConfigIssue("error", path, message, fix, about_key=about_key, key=parts))
     return issues
 
 
 def locate(issue: ConfigIssue, sources: list[Source]) -> ConfigIssue:
     """Fill in where `issue` was written: the value's position, else a related setting's, else
     the table that should hold it; or the command-line flag that set it."""
-    parts = tuple(issue.path.split(".")) if issue.path else ()
+    parts = tuple(str(p) for p in issue.key) or (tuple(issue.path.split(".")) if issue.path else ())
     candidates = [parts, *(tuple(r.split(".")) for r in issue.related)]
     candidates += [parts[:depth] for depth in range(len(parts) - 1, 0, -1)]
     for candidate in candidates:

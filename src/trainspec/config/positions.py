@@ -38,13 +38,24 @@ def _parser():
     return Parser(Language(tree_sitter_toml.language()))
 
 
-def _key_parts(node) -> list[str]:
-    if node.type == "dotted_key":
-        return [part for child in node.named_children for part in _key_parts(child)]
+def _key_text(node) -> str:
     text = node.text.decode("utf-8", "replace")
     if node.type == "quoted_key":
-        return [next(iter(tomllib.loads(f"{text} = 0")))]
-    return [text]
+        return next(iter(tomllib.loads(f"{text} = 0")))
+    return text
+
+
+def _key_parts(node) -> list[str]:
+    """The parts of a (possibly dotted) key; iterative, as dotted keys nest one level a part."""
+    parts: list[str] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.type == "dotted_key":
+            stack.extend(reversed(current.named_children))
+        else:
+            parts.append(_key_text(current))
+    return parts
 
 
 class _Indexer:
@@ -85,22 +96,25 @@ class _Indexer:
                         self.pair(prefix, child)
 
     def pair(self, prefix: Path, node) -> None:
-        key, value = node.named_children[0], node.named_children[-1]
-        parts = _key_parts(key)
-        for depth in range(1, len(parts) + 1):
-            self.mark_key((*prefix, *parts[:depth]), key)
-        self.value((*prefix, *parts), value)
-
-    def value(self, path: Path, node) -> None:
-        self.index.values[path] = self.position(node)
-        if node.type == "inline_table":
-            for child in node.named_children:
-                if child.type == "pair":
-                    self.pair(path, child)
-        elif node.type == "array":
-            items = [c for c in node.named_children if c.type != "comment"]
-            for number, item in enumerate(items):
-                self.value((*path, number), item)
+        """Index a key/value pair and everything nested in its value (without recursion, so
+        absurdly nested input cannot exhaust the stack)."""
+        pending: list[tuple[Path, object]] = [(prefix, node)]
+        while pending:
+            prefix, pair = pending.pop()
+            named = [child for child in pair.named_children if child.type != "comment"]
+            key, value = named[0], named[-1]
+            parts = _key_parts(key)
+            for depth in range(1, len(parts) + 1):
+                self.mark_key((*prefix, *parts[:depth]), key)
+            values = [((*prefix, *parts), value)]
+            while values:
+                path, current = values.pop()
+                self.index.values[path] = self.position(current)
+                children = [c for c in current.named_children if c.type != "comment"]
+                if current.type == "inline_table":
+                    pending.extend((path, child) for child in children if child.type == "pair")
+                elif current.type == "array":
+                    values.extend(((*path, n), item) for n, item in enumerate(children))
 
 
 def index_positions(source: bytes) -> PositionIndex:

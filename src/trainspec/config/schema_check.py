@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from trainspec.issues import ConfigIssue, toml_value
+from trainspec.issues import ConfigIssue, dotted, toml_value
 
 from .bundle import bundled_schema
 
@@ -33,8 +33,11 @@ def _validator(kind: str):
     return jsonschema_rs.validator_for(bundled_schema(kind))
 
 
-def _dotted(path: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in path)
+_dotted = dotted
+
+
+def _issue(path: tuple[Any, ...], message: str, fix: str, **extra: Any) -> ConfigIssue:
+    return ConfigIssue("error", dotted(path), message, fix, key=tuple(path), **extra)
 
 
 def _lookup(data: Any, path: tuple[Any, ...]) -> Any:
@@ -56,25 +59,19 @@ def unrepresentable(data: dict[str, Any]) -> list[ConfigIssue]:
         path, value = stack.pop()
         if len(path) > MAX_DEPTH:
             issues.append(
-                ConfigIssue(
-                    "error",
-                    _dotted(path[:MAX_DEPTH]),
+                _issue(
+                    path[:MAX_DEPTH],
                     f"is nested more than {MAX_DEPTH} levels deep",
                     "no trainspec setting is nested this deeply; check the table headers",
                 )
             )
             continue
         if isinstance(value, float) and not math.isfinite(value):
-            issues.append(
-                ConfigIssue(
-                    "error", _dotted(path), f"must be a finite number, got {value}", "use a number"
-                )
-            )
+            issues.append(_issue(path, f"must be a finite number, got {value}", "use a number"))
         elif isinstance(value, (datetime.date, datetime.time)):
             issues.append(
-                ConfigIssue(
-                    "error",
-                    _dotted(path),
+                _issue(
+                    path,
                     f"is a TOML date or time ({value.isoformat()}); no setting takes one",
                     "quote it if you meant a string",
                 )
@@ -121,6 +118,8 @@ def _viable(branch: list, path: tuple[Any, ...]) -> bool:
             return False
         if where == (*path, "type") and _kind(error) == "Constant":
             return False
+        if where == path and _kind(error) == "Required" and error.kind.property == "type":
+            return False  # a variant that needs `type`, for a table that left it out
     return True
 
 
@@ -140,7 +139,7 @@ def _translate(error, info: SchemaInfo, data: Any) -> Iterator[ConfigIssue]:
                 yield _unknown_key(path, key, info, data)
     elif kind == "Required":
         name = error.kind.property
-        yield ConfigIssue("error", _dotted((*path, name)), "is required", f"add {name}")
+        yield _issue((*path, name), "is required", f"add {name}")
     elif kind == "PropertyNames":
         yield from _bad_names(path, info, data)
     else:
@@ -175,7 +174,6 @@ def _is_known(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) -> b
 
 def _unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) -> ConfigIssue:
     where = _schema_path(path)
-    dotted = _dotted((*path, key))
     valid = _valid_keys(path, info, data)
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
     elsewhere = [p for p in info.where(key) if p[:-1] != where]
@@ -194,7 +192,7 @@ def _unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) -
         fix = f"{key} belongs under {homes}, not {section}"
     else:
         fix = f"remove {key}; {section} takes: {', '.join(valid)}"
-    return ConfigIssue("error", dotted, f"is not a known key of {section}", fix, about_key=True)
+    return _issue((*path, key), f"is not a known key of {section}", fix, about_key=True)
 
 
 def _wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIssue:
@@ -206,17 +204,22 @@ def _wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIs
         close = difflib.get_close_matches(str(value["type"]), choices, n=1, cutoff=0.5)
         hint = f'did you mean "{close[0]}"?' if close else "pick one of the listed types"
         names = ", ".join(json.dumps(c) for c in choices)
-        return ConfigIssue(
-            "error",
-            _dotted((*path, "type")),
+        return _issue(
+            (*path, "type"),
             f"is {toml_value(value['type'])}, not one of {names}",
             hint,
         )
+    if tags and isinstance(value, dict):
+        names = ", ".join(json.dumps(c) for c in tags)
+        return _issue(
+            (*path, "type"),
+            f"is required: [{_dotted(where)}] has no default type",
+            f"add type = one of {names}",
+        )
     key = info.keys.get(where)
     expected = key.expected() if key else "another kind of value"
-    return ConfigIssue(
-        "error",
-        _dotted(path),
+    return _issue(
+        path,
         f"should be {expected}, got {toml_value(value)}",
         f"write {expected} ({_describe_fix(key)})",
     )
@@ -239,9 +242,8 @@ def _bad_names(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> Iterator[C
     rule = jsonschema_rs.validator_for(names_schema)
     for name in table:
         if not rule.is_valid(name):
-            yield ConfigIssue(
-                "error",
-                _dotted((*path, name)),
+            yield _issue(
+                (*path, name),
                 f"is not allowed in [{_dotted(path)}]",
                 f"remove {name}; {_describe_fix(key)}",
                 about_key=True,
@@ -269,7 +271,7 @@ def _bad_value(path, kind: str, error, info: SchemaInfo, data: Any) -> ConfigIss
         message = f"should be one of {names}, got {got}"
         close = difflib.get_close_matches(str(value), [str(o) for o in options], n=1, cutoff=0.5)
         if close:
-            return ConfigIssue("error", _dotted(path), message, f'did you mean "{close[0]}"?')
+            return _issue(path, message, f'did you mean "{close[0]}"?')
     elif kind == "Type":
         expected = key.expected() if key and len(path) == len(where) else None
         if not expected:
@@ -279,4 +281,4 @@ def _bad_value(path, kind: str, error, info: SchemaInfo, data: Any) -> ConfigIss
     else:
         message = f"is invalid: {error.message}"
     fix = _describe_fix(key) if action is None else f"{action} ({_describe_fix(key)})"
-    return ConfigIssue("error", _dotted(path), message, fix)
+    return _issue(path, message, fix)

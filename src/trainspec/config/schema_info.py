@@ -29,6 +29,7 @@ class KeyInfo:
     choices: list[Any] = field(default_factory=list)  # enum / const values
     required: bool = False
     property_names: dict[str, Any] | None = None  # a schema every key of this table must match
+    free_values: dict[str, Any] | None = None  # a free-form table: the schema of its values
 
     @property
     def dotted(self) -> str:
@@ -109,6 +110,9 @@ class SchemaInfo:
         node = self.resolve(node)
         if "propertyNames" in node:
             info.property_names = node["propertyNames"]
+        if node.get("type") == "object" and "properties" not in node:
+            extra = node.get("additionalProperties", {})
+            info.free_values = extra if isinstance(extra, dict) else None
         kinds = node.get("type")
         if isinstance(kinds, str):
             info.types.add(kinds)
@@ -129,6 +133,8 @@ class SchemaInfo:
         resolved = self.resolve(node)
         objects = self._objects(resolved)
         union = resolved.get("oneOf") or []
+        for branch in resolved.get("anyOf", []):  # a nullable union: anyOf [union, null, ...]
+            union = union or self.resolve(branch).get("oneOf") or []
         if len(union) > 1 and all(
             "properties" in self.resolve(b) or "allOf" in self.resolve(b) for b in union
         ):
@@ -158,6 +164,11 @@ class SchemaInfo:
 
     def known(self, path: KeyPath) -> bool:
         return path in self.keys
+
+    def free_table(self, path: KeyPath) -> KeyInfo | None:
+        """The free-form table (env_vars, loss.kwargs) that `path` is a key of, if any."""
+        parent = self.keys.get(path[:-1])
+        return parent if parent is not None and parent.free_values is not None else None
 
     def where(self, name: str) -> list[KeyPath]:
         """Every path whose last key is `name` (for "this key belongs under [section]")."""

@@ -113,22 +113,73 @@ def read_file(path: str | PathLike[str]) -> FileSource:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        line_start = raw.rfind(b"\n", 0, exc.start) + 1
         line = raw[: exc.start].count(b"\n") + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        column = len(raw[line_start : exc.start].decode("utf-8", "replace")) + 1
         raise ConfigFileError(path, f"is not UTF-8 text ({exc.reason})", line, column) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         found = TOML_ERROR_AT.search(message)
-        reason = TOML_ERROR_AT.sub("", message).strip()
+        reason = TOML_ERROR_AT.sub("", message).replace("(at end of document)", "").strip()
         if found:
             line, column = int(found.group(1)), int(found.group(2))
-            raise ConfigFileError(path, f"is not valid TOML: {reason}", line, column) from None
-        raise ConfigFileError(path, f"is not valid TOML: {reason}") from None
+        else:
+            line, column = _end_of(text)
+        raise ConfigFileError(path, f"is not valid TOML: {reason}", line, column) from None
     except RecursionError:
         raise ConfigFileError(path, "nests arrays or tables too deeply to parse") from None
+    except ValueError as exc:  # e.g. an integer literal of thousands of digits
+        line, column = _long_number_at(text)
+        raise ConfigFileError(path, f"cannot be read: {exc}", line, column) from None
+    _check_integer_range(path, text, data)
     return FileSource(str(path), data, raw)
+
+
+def _end_of(text: str) -> tuple[int, int]:
+    lines = text.split("\n")
+    return len(lines), len(lines[-1]) + 1
+
+
+def _position_of(text: str, offset: int) -> tuple[int, int]:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+
+LONG_NUMBER = re.compile(r"[-+]?[0-9][0-9_]{18,}")
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _long_number_at(text: str) -> tuple[int, int]:
+    found = LONG_NUMBER.search(text)
+    return _position_of(text, found.start()) if found else (1, 1)
+
+
+def _check_integer_range(path, text: str, data: dict[str, Any]) -> None:
+    """TOML integers are 64-bit; tomllib reads bigger ones, the trainers could not."""
+    if not LONG_NUMBER.search(text):
+        return  # the common case: no literal long enough to leave the range
+    stack: list[Any] = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
+            line, column = _literal_at(text, value)
+            raise ConfigFileError(
+                path, f"has an integer outside TOML's 64-bit range: {value}", line, column
+            )
+
+
+def _literal_at(text: str, value: int) -> tuple[int, int]:
+    for match in LONG_NUMBER.finditer(text):
+        digits = match.group().replace("_", "")
+        if len(digits) < 4000 and int(digits) == value:
+            return _position_of(text, match.start())
+    return 1, 1
 
 
 def last_source(sources: list[Source], parts: tuple[str, ...]) -> Source | None:
