@@ -60,6 +60,11 @@ def main() -> int:
     print(f"whole process (median of {args.runs} runs)")
     baseline = wall_ms([sys.executable, "-c", "import pydantic"], args.runs)
     print(f"  python -c 'import pydantic'      {baseline:7.1f} ms   1.00x")
+    floor = wall_ms([sys.executable, "-c", "from pydantic import BaseModel"], args.runs)
+    print(
+        f"  ... 'from pydantic import BaseModel' {floor:7.1f} ms   {floor / baseline:4.2f}x  "
+        "(the floor of any pydantic model)"
+    )
     for kind, path in CONFIGS.items():
         ms = wall_ms([cli, str(path)], args.runs)
         verdict = "ok" if ms <= TARGET_PROCESS_MS else f"over the {TARGET_PROCESS_MS} ms target"

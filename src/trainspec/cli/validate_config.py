@@ -11,6 +11,7 @@ Exit codes: 0 valid, 1 invalid config, 2 usage or I/O error.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -136,6 +137,9 @@ def _report(outcome: Outcome, options, label: str, stdout: TextIO, stderr: TextI
 
 
 def main() -> None:
+    # A checker has no use for third-party pydantic plugins; skipping their discovery (an
+    # entry-point scan) saves ~5 ms a run. Set PYDANTIC_DISABLE_PLUGINS= to keep them.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     sys.exit(run(sys.argv[1:], sys.stdout, sys.stderr))
 
 
