@@ -3,6 +3,12 @@
 Each referenced file lands under ``$defs`` by its stem (``optimizer.json`` → ``#/$defs/optimizer``)
 and every ``$ref`` becomes a local JSON pointer, so tools that cannot follow relative file
 references (and stage 1 of validate-config) read one file.
+
+Objects the hand-written schema builds with ``allOf`` and closes with
+``unevaluatedProperties: false`` (the trainers over the shared base, optimizer variants over
+their common fields) are flattened into one closed object with ``additionalProperties: false``:
+the same set of valid documents, in the form every editor understands (taplo ignores
+``unevaluatedProperties``).
 """
 
 from __future__ import annotations
@@ -59,7 +65,83 @@ def bundle(schema_dir: Path, name: str) -> dict[str, Any]:
         if stem in defs:
             raise ValueError(f"{name}.json: $defs/{stem} clashes with the bundled {stem}.json")
         defs[stem] = embedded[stem]
-    return out
+    out = _flatten(out, out)
+    return _prune(out)
+
+
+def _target(root: dict[str, Any], ref: str) -> dict[str, Any]:
+    node: Any = root
+    for part in ref.removeprefix("#/").split("/"):
+        node = node[part]
+    return node
+
+
+def _object_parts(root: dict[str, Any], node: dict[str, Any]) -> tuple[dict, list]:
+    """(properties, required) an allOf part contributes, following refs and nested allOf."""
+    if "$ref" in node:
+        node = _target(root, node["$ref"])
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for part in node.get("allOf", []):
+        more, needed = _object_parts(root, part)
+        properties.update(more)
+        required += needed
+    properties.update(node.get("properties", {}))
+    required += node.get("required", [])
+    return properties, required
+
+
+def _flatten(node: Any, root: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_flatten(item, root) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _flatten(value, root) for key, value in node.items()}
+    if "allOf" in node and node.get("unevaluatedProperties") is False:
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        for part in node["allOf"]:
+            more, needed = _object_parts(root, _flatten(part, root))
+            properties.update(more)
+            required += needed
+        properties.update(node.get("properties", {}))
+        required += node.get("required", [])
+        flat = {k: v for k, v in node.items() if k not in ("allOf", "unevaluatedProperties")}
+        flat["type"] = "object"
+        flat["properties"] = properties
+        if required:
+            flat["required"] = list(dict.fromkeys(required))
+        flat["additionalProperties"] = False
+        return flat
+    return node
+
+
+def _refs(node: Any, found: set[str]) -> None:
+    if isinstance(node, dict):
+        if isinstance(node.get("$ref"), str):
+            found.add(node["$ref"])
+        for value in node.values():
+            _refs(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _refs(value, found)
+
+
+def _prune(root: dict[str, Any]) -> dict[str, Any]:
+    """Drop bundled files nothing refers to any more (the base a trainer was flattened over)."""
+    while True:
+        found: set[str] = set()
+        _refs({k: v for k, v in root.items() if k != "$defs"}, found)
+        for stem, part in root.get("$defs", {}).items():
+            inner: set[str] = set()
+            _refs(part, inner)
+            found |= {ref for ref in inner if not ref.startswith(f"#/$defs/{stem}/")}
+        used = {ref.removeprefix("#/$defs/").split("/")[0] for ref in found}
+        unused = [stem for stem in root.get("$defs", {}) if stem not in used]
+        if not unused:
+            return root
+        for stem in unused:
+            del root["$defs"][stem]
 
 
 def write_bundle(schema_dir: Path, name: str, out_dir: Path) -> Path:

@@ -16,7 +16,7 @@ CONFIGS = sorted((ROOT / "configs").rglob("*.toml"))
 def kind_of(path) -> str:
     first = path.read_text().splitlines()[0]
     for kind, name in SCHEMA_NAMES.items():
-        if first == f"#:schema ../../schema/{name}.json":
+        if first == f"#:schema ../../generated/schemas/{name}.json":
             return kind
     raise AssertionError(f"{path}: line 1 must be a #:schema directive, got {first!r}")
 

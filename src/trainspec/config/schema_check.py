@@ -217,12 +217,18 @@ def _wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIs
             f"add type = one of {names}",
         )
     key = info.keys.get(where)
+    if key is not None and path and isinstance(path[-1], int) and key.items is not None:
+        key, described = key.items, key  # an array item: what the items take
+    else:
+        described = key
     expected = key.expected() if key else "another kind of value"
-    return _issue(
-        path,
-        f"should be {expected}, got {toml_value(value)}",
-        f"write {expected} ({_describe_fix(key)})",
-    )
+    fix = f"write {expected} ({_describe_fix(described)})"
+    if key is not None and isinstance(value, str) and key.choices:
+        names = [str(choice) for choice in key.choices]
+        close = difflib.get_close_matches(value, names, n=1, cutoff=0.5)
+        if close:
+            fix = f'did you mean "{close[0]}"?'
+    return _issue(path, f"should be {expected}, got {toml_value(value)}", fix)
 
 
 def _describe_fix(key) -> str:

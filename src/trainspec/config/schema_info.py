@@ -30,6 +30,7 @@ class KeyInfo:
     required: bool = False
     property_names: dict[str, Any] | None = None  # a schema every key of this table must match
     free_values: dict[str, Any] | None = None  # a free-form table: the schema of its values
+    items: KeyInfo | None = None  # an array: what each item takes
 
     @property
     def dotted(self) -> str:
@@ -110,6 +111,9 @@ class SchemaInfo:
         node = self.resolve(node)
         if "propertyNames" in node:
             info.property_names = node["propertyNames"]
+        if isinstance(node.get("items"), dict):
+            info.items = info.items or KeyInfo((*info.path, "*"))
+            self._describe(info.items, node["items"])
         if node.get("type") == "object" and "properties" not in node:
             extra = node.get("additionalProperties", {})
             info.free_values = extra if isinstance(extra, dict) else None

@@ -1,0 +1,86 @@
+"""Completion, hover and diagnostics from the schema, through the real tombi language server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support import ROOT
+
+SHARED = set(json.loads((ROOT / "schema" / "base_trainer.json").read_text())["properties"])
+RL_ONLY = set(
+    json.loads((ROOT / "schema" / "rl_trainer.json").read_text())["allOf"][1]["properties"]
+)
+SFT_ONLY = set(
+    json.loads((ROOT / "schema" / "sft_trainer.json").read_text())["allOf"][1]["properties"]
+)
+HEADER = {
+    "rl": "#:schema ../../generated/schemas/rl_trainer.json\n",
+    "sft": "#:schema ../../generated/schemas/sft_trainer.json\n",
+}
+
+
+def document(kind: str, body: str) -> tuple[str, str]:
+    return f"configs/{kind}/editor-test.toml", HEADER[kind] + body
+
+
+@pytest.mark.parametrize("kind", ["rl", "sft"])
+async def test_top_level_completion_lists_the_keys_of_the_kind(editor, kind):
+    uri = editor.open(*document(kind, "max_steps = 5\n\n"))
+    labels = await editor.completion(uri, 2, 0)
+    assert "max_steps" not in labels  # already written
+    assert SHARED - {"max_steps"} <= labels
+    own, other = (RL_ONLY, SFT_ONLY) if kind == "rl" else (SFT_ONLY, RL_ONLY)
+    assert own <= labels
+    only_other = other - own - SHARED
+    assert not only_other & labels, sorted(only_other & labels)
+
+
+async def test_completion_inside_model(editor):
+    uri = editor.open(*document("rl", '[model]\nname = "x"\n\n'))
+    labels = await editor.completion(uri, 3, 0)
+    assert {"seq_len", "attn", "impl", "compile", "lora", "moe_router_dtype", "cp"} <= labels
+    assert "max_steps" not in labels
+
+
+@pytest.mark.parametrize(
+    "body, present, absent",
+    [
+        ("[optim]\nlr = 1e-5\n\n", {"max_norm", "betas1", "betas2"}, {"momentum", "lr"}),
+        ('[optim]\ntype = "sgd"\n\n', {"lr", "momentum", "nesterov"}, {"betas1", "mu"}),
+        ('[optim]\ntype = "muon"\n\n', {"mu", "betas1", "betas2"}, {"nesterov"}),
+        ('[scheduler]\ntype = "linear"\n\n', {"warmup_steps", "decay_steps", "min_lr"}, set()),
+        ('[scheduler]\ntype = "cosine"\n\n', {"warmup_steps", "min_lr"}, {"decay_steps"}),
+    ],
+)
+async def test_completion_follows_the_variant_type(editor, body, present, absent):
+    uri = editor.open(*document("sft", body))
+    labels = await editor.completion(uri, body.count("\n") + 1, 0)
+    assert present <= labels
+    assert not absent & labels
+
+
+async def test_hover_shows_description_and_default(editor):
+    uri = editor.open(*document("rl", '[model]\nseq_len = 4096\nmoe_router_dtype = "auto"\n'))
+    text = await editor.hover(uri, 2, 2)
+    assert "Maximum number of tokens in one training sequence." in text
+    assert "Default: `2048`" in text
+    text = await editor.hover(uri, 3, 2)
+    assert '"auto" becomes float32 for RL and bfloat16 for SFT' in text
+
+
+async def test_hover_on_an_enum_value_documents_it(editor):
+    uri = editor.open(*document("rl", '[model]\nattn = "flash_attention_3"\n'))
+    text = await editor.hover(uri, 2, 10)
+    assert text.startswith("FlashAttention 3 (Hopper GPUs).")  # the value's own description
+    assert 'Default: `"auto"`' in text
+
+
+async def test_unknown_key_and_wrong_type_are_flagged_on_their_lines(editor):
+    uri = editor.open(*document("rl", 'max_steps = "ten"\n\n[model]\nseq_len = 4096\nbogus = 1\n'))
+    found = await editor.diagnostics(uri)
+    lines = {line for line, _ in found}
+    assert 1 in lines  # max_steps = "ten"
+    assert 5 in lines  # bogus = 1
+    assert any("bogus" in message for line, message in found if line == 5)
+    assert 4 not in lines  # seq_len is fine
