@@ -4,6 +4,9 @@ Each referenced file lands under ``$defs`` by its stem (``optimizer.json`` → `
 and every ``$ref`` becomes a local JSON pointer, so tools that cannot follow relative file
 references (and stage 1 of validate-config) read one file.
 
+Keys listed in an object's ``x-trainspec-renamed`` map (old name → new name) become deprecated
+properties that accept no value.
+
 Objects the hand-written schema builds with ``allOf`` and closes with
 ``unevaluatedProperties: false`` (the trainers over the shared base, optimizer variants over
 their common fields) are flattened into one closed object with ``additionalProperties: false``:
@@ -66,7 +69,25 @@ def bundle(schema_dir: Path, name: str) -> dict[str, Any]:
             raise ValueError(f"{name}.json: $defs/{stem} clashes with the bundled {stem}.json")
         defs[stem] = embedded[stem]
     out = _flatten(out, out)
-    return _prune(out)
+    return _renamed_stubs(_prune(out))
+
+
+def _renamed_stubs(node: Any) -> Any:
+    """Each key of an ``x-trainspec-renamed`` map becomes a deprecated property that no value
+    satisfies, so editors strike it through and say where it went, and validation fails."""
+    if isinstance(node, list):
+        return [_renamed_stubs(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _renamed_stubs(value) for key, value in node.items()}
+    for old, new in node.get("x-trainspec-renamed", {}).items():
+        node.setdefault("properties", {})[old] = {
+            "description": f"Renamed to `{new}`: write {new} instead.",
+            "deprecated": True,
+            "x-trainspec-renamed-to": new,
+            "not": {},
+        }
+    return node
 
 
 def _target(root: dict[str, Any], ref: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Generate everything derived from schema/: pydantic classes and bundled schemas in generated/.
+"""Generate everything derived from schema/: pydantic classes and bundled schemas in
+generated/, and the settings reference in docs/reference.md.
 
     python scripts/gen.py            # write generated/
     python scripts/gen.py --check    # exit 1 if generated/ differs from what would be written
@@ -17,10 +18,12 @@ import tempfile
 from pathlib import Path
 
 from bundle_schema import write_bundle
+from gen_docs import write_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "schema"
 GENERATED = ROOT / "generated"
+REFERENCE = ROOT / "docs" / "reference.md"
 BUNDLED = ("base_trainer", "rl_trainer", "sft_trainer")
 
 
@@ -34,6 +37,10 @@ def generate(out: Path) -> None:
     )
     for name in BUNDLED:
         write_bundle(SCHEMA, name, out / "schemas")
+
+
+def generate_reference(bundles: Path, out: Path) -> None:
+    write_reference(bundles, out)
 
 
 def _tree(path: Path) -> dict[str, Path]:
@@ -65,8 +72,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / "generated"
         generate(fresh)
+        reference = Path(tmp) / "reference.md"
+        generate_reference(fresh / "schemas", reference)
         if args.check:
             diffs = differences(fresh, args.output)
+            if not REFERENCE.exists() or REFERENCE.read_text() != reference.read_text():
+                diffs.append("differs: docs/reference.md")
             for line in diffs:
                 print(line, file=sys.stderr)
             if diffs:
@@ -76,6 +87,8 @@ def main() -> int:
         if args.output.exists():
             shutil.rmtree(args.output)
         shutil.copytree(fresh, args.output)
+        REFERENCE.parent.mkdir(exist_ok=True)
+        shutil.copyfile(reference, REFERENCE)
     return 0
 
 

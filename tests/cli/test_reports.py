@@ -94,6 +94,17 @@ def test_each_checks_files_on_their_own_and_skips_foreign_toml(tmp_path):
     assert call("--each", TINY_RL, bad)[0] == 1
 
 
+def test_a_renamed_key_names_its_new_name(tmp_path):
+    cfg = write(tmp_path, "r.toml", "[deployment]\nnum_eval_gpus = 2\n")
+    code, out, _ = call(cfg, "--kind", "sft")
+    assert code == 1
+    assert (
+        f"{cfg}:2:1: error: deployment.num_eval_gpus was renamed to deployment.num_infer_gpus"
+        in out
+    )
+    assert "write num_infer_gpus = 2 instead" in out
+
+
 def test_help_lists_settings_with_descriptions_and_defaults():
     code, out, _ = call("--kind", "rl", "--help")
     assert code == 0

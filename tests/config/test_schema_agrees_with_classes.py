@@ -88,6 +88,8 @@ SFT_CASES = [
     {"deployment": {"type": "multi_node", "nodes_per_fsdp_group": 0}},
     {"deployment": {"num_infer_gpus": -1}},
     {"run": {"name": "None"}},
+    {"deployment": {"num_eval_gpus": 2}},  # renamed keys: both reject them
+    {"deployment": {"type": "multi_node", "num_eval_nodes": 1}},
 ]
 
 

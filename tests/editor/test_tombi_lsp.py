@@ -76,6 +76,12 @@ async def test_hover_on_an_enum_value_documents_it(editor):
     assert 'Default: `"auto"`' in text
 
 
+async def test_a_renamed_key_is_flagged_as_deprecated(editor):
+    uri = editor.open(*document("sft", "[deployment]\nnum_eval_gpus = 2\n"))
+    found = await editor.diagnostics(uri)
+    assert any(line == 2 and "deprecated" in message for line, message in found), found
+
+
 async def test_unknown_key_and_wrong_type_are_flagged_on_their_lines(editor):
     uri = editor.open(*document("rl", 'max_steps = "ten"\n\n[model]\nseq_len = 4096\nbogus = 1\n'))
     found = await editor.diagnostics(uri)

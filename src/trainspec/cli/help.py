@@ -11,6 +11,8 @@ from trainspec.config.schema_info import NO_DEFAULT, schema_info
 def config_flags_help(kind: str, width: int = 100) -> str:
     lines = []
     for path, key in schema_info(kind).keys.items():
+        if key.renamed_to:
+            continue  # an old name: validate-config says where it went
         if (
             key.is_table
             and not key.is_switch

@@ -284,6 +284,14 @@ def _bad_value(path, kind: str, error, info: SchemaInfo, data: Any) -> ConfigIss
             words = {"integer": "an integer", "number": "a number", "string": "a string"}
             expected = " or ".join(words.get(t, t) for t in error.kind.types)
         message, action = f"should be {expected}, got {got}", f"write {expected}"
+    elif kind == "Not" and key is not None and key.renamed_to:
+        new = dotted((*path[:-1], key.renamed_to))
+        return _issue(
+            path,
+            f"was renamed to {new}",
+            f"write {key.renamed_to} = {got} instead (trainspec never renames it for you)",
+            about_key=True,
+        )
     else:
         message = f"is invalid: {error.message}"
     fix = _describe_fix(key) if action is None else f"{action} ({_describe_fix(key)})"

@@ -31,6 +31,7 @@ class KeyInfo:
     property_names: dict[str, Any] | None = None  # a schema every key of this table must match
     free_values: dict[str, Any] | None = None  # a free-form table: the schema of its values
     items: KeyInfo | None = None  # an array: what each item takes
+    renamed_to: str | None = None  # an old name (x-trainspec-renamed): the key's new name
 
     @property
     def dotted(self) -> str:
@@ -56,6 +57,8 @@ class KeyInfo:
     def expected(self) -> str:
         """What this key takes, in words: 'an integer or "None"'."""
         words = [_ARTICLES[t] for t in _TYPE_ORDER if t in self.types and t != "null"]
+        if "array" in self.types and self.items is not None and self.items.expected():
+            words[words.index(_ARTICLES["array"])] = f"an array of ({self.items.expected()})"
         if self.choices and len(self.choices) <= 8:
             words += [json.dumps(choice) for choice in self.choices]
         elif self.choices:
@@ -161,6 +164,7 @@ class SchemaInfo:
                     info = self.keys[child] = KeyInfo(child)
                     info.description = prop.get("description", "")
                     info.default = prop.get("default", NO_DEFAULT)
+                    info.renamed_to = prop.get("x-trainspec-renamed-to")
                 info.required = info.required or name in obj["required"]
                 self._describe(info, prop)
                 if id(prop) not in seen:
