@@ -20,5 +20,9 @@ class MetricsServerConfig(ConfigModel):
         Field(description="TCP port the metrics endpoint listens on.", ge=1, le=65535),
     ] = 8000
     host: Annotated[
-        str, Field(description="Address the metrics endpoint binds to.")
+        str,
+        Field(
+            description="Address the metrics endpoint binds to.",
+            examples=["0.0.0.0", "127.0.0.1"],
+        ),
     ] = "0.0.0.0"

@@ -318,7 +318,8 @@ class ModelConfig(ConfigModel):
     conversion_dir: Annotated[
         str | common.NoneString | None,
         Field(
-            description="Directory for weights converted to the custom implementation's layout; null uses the model's snapshot directory."
+            description="Directory for weights converted to the custom implementation's layout; null uses the model's snapshot directory.",
+            examples=["/mnt/shared/converted/qwen3-30b-a3b"],
         ),
     ] = None
     seq_len: Annotated[

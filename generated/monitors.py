@@ -17,25 +17,31 @@ class WandbMonitorConfig(ConfigModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    project: Annotated[str, Field(description="W&B project the run is logged to.")] = (
-        "prime-rl"
-    )
+    project: Annotated[
+        str,
+        Field(
+            description="W&B project the run is logged to.", examples=["my-rl-project"]
+        ),
+    ] = "prime-rl"
     entity: Annotated[
         str | common.NoneString | None,
         Field(
-            description="W&B team or user that owns the project; null uses your default entity."
+            description="W&B team or user that owns the project; null uses your default entity.",
+            examples=["my-team"],
         ),
     ] = None
     name: Annotated[
         str | common.NoneString | None,
         Field(
-            description="W&B run name; null takes the run name chosen by the trainer."
+            description="W&B run name; null takes the run name chosen by the trainer.",
+            examples=["qwen3-math-rl-lr2e-6"],
         ),
     ] = None
     group: Annotated[
         str | common.NoneString | None,
         Field(
-            description="W&B group that gathers related runs; null leaves the run ungrouped."
+            description="W&B group that gathers related runs; null leaves the run ungrouped.",
+            examples=["ablation-lr"],
         ),
     ] = None
     tags: Annotated[
@@ -58,7 +64,8 @@ class FileMonitorConfig(ConfigModel):
     path: Annotated[
         str,
         Field(
-            description="File the metrics are appended to, one JSON object per step; relative paths are under output_dir."
+            description="File the metrics are appended to, one JSON object per step; relative paths are under output_dir.",
+            examples=["metrics.jsonl", "/mnt/shared/metrics/run-42.jsonl"],
         ),
     ] = "metrics.jsonl"
 

@@ -53,7 +53,8 @@ class RLTrainerConfig(BaseTrainerConfig):
     output_dir: Annotated[
         str,
         Field(
-            description="Directory the trainer writes checkpoints, weights and metrics to."
+            description="Directory the trainer writes checkpoints, weights and metrics to.",
+            examples=["outputs", "/mnt/shared/runs/math-rl"],
         ),
     ] = "outputs"
     enable_router_replay: Annotated[

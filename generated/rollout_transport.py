@@ -32,7 +32,13 @@ class ZMQTransportConfig(ConfigModel):
     type: Annotated[
         Literal["zmq"], Field(description="Selects the ZeroMQ transport.")
     ] = "zmq"
-    host: Annotated[str, Field(description="Host of the ZeroMQ sockets.")] = "localhost"
+    host: Annotated[
+        str,
+        Field(
+            description="Host of the ZeroMQ sockets.",
+            examples=["localhost", "orchestrator-0"],
+        ),
+    ] = "localhost"
     port: Annotated[
         int, Field(description="First of the ZeroMQ ports used.", ge=1, le=65535)
     ] = 5555

@@ -27,6 +27,7 @@ class RunConfig(ConfigModel):
     dir: Annotated[
         str | common.NoneString | None,
         Field(
-            description="Directory of the run under output_dir; null uses the run name."
+            description="Directory of the run under output_dir; null uses the run name.",
+            examples=["reverse-text-baseline"],
         ),
     ] = None

@@ -54,7 +54,8 @@ class SFTTrainerConfig(BaseTrainerConfig):
     output_dir: Annotated[
         str,
         Field(
-            description="Parent directory; the run writes to <output_dir>/<run.dir>."
+            description="Parent directory; the run writes to <output_dir>/<run.dir>.",
+            examples=["outputs", "/mnt/shared/runs"],
         ),
     ] = "outputs"
     clean: Annotated[

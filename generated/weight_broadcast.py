@@ -26,9 +26,13 @@ class InMemoryWeightBroadcastConfig(ConfigModel):
     Settings every in-memory weight transfer has.
     """
 
-    host: Annotated[str, Field(description="Host that coordinates the transfer.")] = (
-        "localhost"
-    )
+    host: Annotated[
+        str,
+        Field(
+            description="Host that coordinates the transfer.",
+            examples=["localhost", "trainer-0"],
+        ),
+    ] = "localhost"
     timeout: Annotated[
         int, Field(description="Seconds a transfer may take before it fails.", ge=1)
     ] = 1200
@@ -73,9 +77,9 @@ class NIXLWeightBroadcastConfig(InMemoryWeightBroadcastConfig):
     port: Annotated[
         int, Field(description="ModelExpress gRPC port.", ge=1, le=65535)
     ] = 8001
-    session_id: Annotated[str, Field(description="ModelExpress session id.")] = (
-        "default"
-    )
+    session_id: Annotated[
+        str, Field(description="ModelExpress session id.", examples=["default"])
+    ] = "default"
 
 
 WeightBroadcastConfig = TypeAliasType(

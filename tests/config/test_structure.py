@@ -104,3 +104,36 @@ def test_every_property_has_a_sentence_and_a_default(where, name, prop, required
 
 def test_the_schema_walk_found_the_whole_tree():
     assert len(ALL_PROPERTIES) > 150
+
+
+def _takes_free_text(prop: dict) -> bool:
+    branches = [prop, *prop.get("anyOf", [])]
+    return any(b.get("type") in ("string", ["string", "null"]) for b in branches) and not any(
+        "oneOf" in b or "enum" in b for b in branches
+    )
+
+
+@pytest.mark.parametrize(
+    "where, name, prop, required",
+    [item for item in ALL_PROPERTIES if _takes_free_text(item[2])],
+    ids=lambda v: str(v),
+)
+def test_free_text_settings_show_examples(where, name, prop, required):
+    assert prop.get("examples"), f"{where}: a free-form string needs examples for editors"
+
+
+@pytest.mark.parametrize("where, name, prop, required", ALL_PROPERTIES, ids=lambda v: str(v))
+def test_every_enum_value_is_documented(where, name, prop, required):
+    def consts(node):
+        if isinstance(node, dict):
+            assert "enum" not in node or name == "env_vars", f"{where}: use oneOf of const"
+            if "const" in node and name != "type":
+                yield node
+            for value in node.values():
+                yield from consts(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from consts(value)
+
+    for node in consts(prop):
+        assert node.get("description"), f"{where}: value {node['const']!r} has no description"
