@@ -2,7 +2,7 @@
 PYTHON ?= .venv/bin/python
 STAMP := .venv/.installed
 
-.PHONY: install run gen check lint test
+.PHONY: install run gen check lint test parity
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv .venv
@@ -27,3 +27,6 @@ check: lint  ## lint, and fail when generated/ is stale
 
 test: install check  ## every check and the test suite
 	$(PYTHON) -m pytest -q
+
+parity: install  ## the full parity proof: schema/, generated classes and rules agree
+	$(PYTHON) scripts/parity.py

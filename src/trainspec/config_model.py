@@ -105,11 +105,15 @@ class ConfigModel(BaseModel):
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
         # The conventions run only on tables that have a field using one, as a plain function
-        # in front of the generated validator (no Python call for the other tables).
+        # in front of the model's field validation (no Python call for the other tables). It
+        # goes inside the model schema, as pydantic's own "before" validators do, so that every
+        # place the model is used (pydantic reuses one definition) gets it.
         schema = handler(source)
         conventions = _conventions(cls)
-        if not conventions:
-            return schema
-        return core_schema.no_info_before_validator_function(
-            functools.partial(_apply, conventions), schema
-        )
+        if conventions:
+            if schema.get("type") != "model":
+                raise TypeError(f"{cls.__name__}: expected a model schema, got {schema['type']}")
+            schema["schema"] = core_schema.no_info_before_validator_function(
+                functools.partial(_apply, conventions), schema["schema"]
+            )
+        return schema

@@ -102,7 +102,7 @@ def test_a_renamed_key_names_its_new_name(tmp_path):
         f"{cfg}:2:1: error: deployment.num_eval_gpus was renamed to deployment.num_infer_gpus"
         in out
     )
-    assert "write num_infer_gpus = 2 instead" in out
+    assert "write num_infer_gpus = 2 instead, or run migrate-config" in out
 
 
 def test_help_lists_settings_with_descriptions_and_defaults():

@@ -93,3 +93,13 @@ def test_missing_required_key_is_reported_at_its_path(kind):
     with pytest.raises(ConfigError) as err:
         validate(kind, {"heartbeat": {}})
     assert [(e.path, e.message) for e in err.value.errors] == [("heartbeat.url", "is required")]
+
+
+def test_toml_conventions_apply_wherever_a_table_is_reused():
+    # SFTDatasetConfig is both a variant of [data] and the type of [val.data]: pydantic builds
+    # it once, so the conventions must live inside its schema (a regression the parity proof found).
+    config = validate(
+        "sft", {"data": {"subsets": "None"}, "val": {"data": {"subsets": "None", "seed": 1}}}
+    ).config
+    assert config.data.subsets is None
+    assert config.val.data.subsets is None

@@ -289,7 +289,7 @@ def _bad_value(path, kind: str, error, info: SchemaInfo, data: Any) -> ConfigIss
         return _issue(
             path,
             f"was renamed to {new}",
-            f"write {key.renamed_to} = {got} instead (trainspec never renames it for you)",
+            f"write {key.renamed_to} = {got} instead, or run migrate-config on the file",
             about_key=True,
         )
     else:
