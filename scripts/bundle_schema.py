@@ -97,19 +97,28 @@ def _target(root: dict[str, Any], ref: str) -> dict[str, Any]:
     return node
 
 
-def _object_parts(root: dict[str, Any], node: dict[str, Any]) -> tuple[dict, list]:
-    """(properties, required) an allOf part contributes, following refs and nested allOf."""
+def _is_rule(node: Any) -> bool:
+    return isinstance(node, dict) and "x-trainspec-rule" in node
+
+
+def _object_parts(root: dict[str, Any], node: dict[str, Any]) -> tuple[dict, list, list]:
+    """(properties, required, rules) an allOf part contributes, following refs and nested
+    allOf; rules are the schema-stated rules (x-trainspec-rule) it carries."""
     if "$ref" in node:
         node = _target(root, node["$ref"])
+    if _is_rule(node):
+        return {}, [], [node]
     properties: dict[str, Any] = {}
     required: list[str] = []
+    rules: list[dict[str, Any]] = []
     for part in node.get("allOf", []):
-        more, needed = _object_parts(root, part)
+        more, needed, stated = _object_parts(root, part)
         properties.update(more)
         required += needed
+        rules += stated
     properties.update(node.get("properties", {}))
     required += node.get("required", [])
-    return properties, required
+    return properties, required, rules
 
 
 def _flatten(node: Any, root: dict[str, Any]) -> Any:
@@ -121,10 +130,12 @@ def _flatten(node: Any, root: dict[str, Any]) -> Any:
     if "allOf" in node and node.get("unevaluatedProperties") is False:
         properties: dict[str, Any] = {}
         required: list[str] = []
+        rules: list[dict[str, Any]] = []
         for part in node["allOf"]:
-            more, needed = _object_parts(root, _flatten(part, root))
+            more, needed, stated = _object_parts(root, _flatten(part, root))
             properties.update(more)
             required += needed
+            rules += stated
         properties.update(node.get("properties", {}))
         required += node.get("required", [])
         flat = {k: v for k, v in node.items() if k not in ("allOf", "unevaluatedProperties")}
@@ -133,6 +144,8 @@ def _flatten(node: Any, root: dict[str, Any]) -> Any:
         if required:
             flat["required"] = list(dict.fromkeys(required))
         flat["additionalProperties"] = False
+        if rules:
+            flat["allOf"] = rules  # the schema-stated rules keep applying to the flat object
         return flat
     return node
 

@@ -15,6 +15,8 @@ Checks, each counting its cases:
                 with the same warnings and errors
   structure     RL and SFT expose the same base fields and shared rules in the same order, and
                 the class hierarchy follows the schema's allOf
+  rules         each rule the schema states (x-trainspec-rule) agrees with its handwritten twin
+                on a table of cases; every other rule is listed as code-only, with the reason
 Ends with one line, `N cases, M parse, D differences`, and exits 1 on any difference.
 --schema and --generated point at other copies of schema/ and generated/ (the drift tests).
 """
@@ -34,6 +36,7 @@ from typing import Any
 
 from bundle_schema import bundle
 from parity_facts import differences, facts
+from parity_rules import CASES, CODE_ONLY, PARTLY_CODE, disagreements, stated_rules
 from parity_strategies import strategy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -353,6 +356,51 @@ def check_differential(tally: Tally) -> None:
                 )
 
 
+# --- rules -----------------------------------------------------------------------------------
+
+
+def strip_rules(node: Any) -> Any:
+    """The schema without its stated rules: the shapes the generated classes must match."""
+    if isinstance(node, list):
+        return [
+            strip_rules(item)
+            for item in node
+            if not (isinstance(item, dict) and "x-trainspec-rule" in item)
+        ]
+    if not isinstance(node, dict):
+        return node
+    out = {key: strip_rules(value) for key, value in node.items()}
+    if out.get("allOf") == []:
+        del out["allOf"]
+    return out
+
+
+def check_rules(schemas: dict, tally: Tally) -> None:
+    from trainspec.validators.pipeline import rules_for
+
+    problems = disagreements()
+    tally.cases += len(CASES)
+    tally.parsed += sum(1 for case in CASES if not case[3])
+    tally.problems += problems
+    stated = set().union(*(stated_rules(schema) for schema in schemas.values()))
+    for kind in KINDS:
+        for rule in rules_for(kind):
+            name = rule.__name__
+            tally.case(True)
+            if name not in stated and name not in CODE_ONLY:
+                tally.problems.append(
+                    f"{name}: neither stated in the schema nor listed as code-only"
+                )
+            if name in stated and name in CODE_ONLY:
+                tally.problems.append(f"{name}: stated in the schema but listed as code-only")
+    for name in stated:
+        if not any(case[1] == name for case in CASES):
+            tally.problems.append(f"{name}: stated in the schema but has no twin cases")
+    for name in PARTLY_CODE:
+        if name not in stated:
+            tally.problems.append(f"{name}: listed as partly stated, but the schema does not")
+
+
 # --- structure ---------------------------------------------------------------------------------
 
 
@@ -389,7 +437,9 @@ def _check_all_of(node: Any, by_title: dict, where: str, tally: Tally) -> None:
         if "allOf" in node and "title" in node:
             child = by_title.get(node["title"])
             for part in node["allOf"]:
-                ref = part.get("$ref", "")
+                if "$ref" not in part:
+                    continue  # a stated rule, not a parent
+                ref = part["$ref"]
                 parent_title = _title_of(ref, where)
                 parent = by_title.get(parent_title)
                 tally.case(child is not None and parent is not None)
@@ -425,7 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     SCHEMA_DIR = args.schema
     profile = PROFILES[args.profile]
     start = time.perf_counter()
-    schemas = {kind: bundle(args.schema, name) for kind, (name, _) in KINDS.items()}
+    stated = {kind: bundle(args.schema, name) for kind, (name, _) in KINDS.items()}
+    schemas = {kind: strip_rules(schema) for kind, schema in stated.items()}
     classes = load_classes(args.generated)
     dumps: dict[str, list[dict]] = {}
     checks: list[tuple[Tally, Callable[[Tally], None]]] = [
@@ -440,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         (Tally("differential"), check_differential),
         (Tally("structure"), lambda t: check_structure(args.schema, classes, t)),
+        (Tally("rules"), lambda t: check_rules(stated, t)),
     ]
     for tally, run in checks:
         run(tally)

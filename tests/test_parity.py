@@ -29,7 +29,14 @@ def test_the_ci_profile_finds_no_difference():
     assert code == 0, out
     cases, parsed, problems = map(int, SUMMARY.search(out).groups())
     assert cases > 1000 and 0 < parsed < cases and problems == 0
-    for check in ("declared", "schema=>class", "class=>schema", "differential", "structure"):
+    for check in (
+        "declared",
+        "schema=>class",
+        "class=>schema",
+        "differential",
+        "structure",
+        "rules",
+    ):
         assert re.search(rf"^{re.escape(check)}\s+\d+ cases", out, re.M), check
 
 

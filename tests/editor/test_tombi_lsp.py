@@ -90,3 +90,10 @@ async def test_unknown_key_and_wrong_type_are_flagged_on_their_lines(editor):
     assert 5 in lines  # bogus = 1
     assert any("bogus" in message for line, message in found if line == 5)
     assert 4 not in lines  # seq_len is fine
+
+
+async def test_a_rule_the_schema_states_is_flagged(editor):
+    # dont_do_massive_traces, stated in the schema: a trace needs max_steps below 10.
+    uri = editor.open(*document("rl", 'trace_path = "trace.json"\nmax_steps = 50\n'))
+    found = await editor.diagnostics(uri)
+    assert any(line == 2 for line, _ in found), found

@@ -83,8 +83,26 @@ def unrepresentable(data: dict[str, Any]) -> list[ConfigIssue]:
     return sorted(issues, key=lambda issue: issue.path)
 
 
+def rule_of(schema: dict[str, Any], schema_path: Any) -> str | None:
+    """The schema-stated rule (x-trainspec-rule) an error comes from, if any.
+
+    The schema states rules that JSON Schema can express, so editors flag them too; their
+    handwritten twins report them in stage 2, with the message, values and fix, so stage 1
+    leaves them out."""
+    node: Any = schema
+    for part in schema_path:
+        if isinstance(node, dict) and "x-trainspec-rule" in node:
+            return node["x-trainspec-rule"]
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return node.get("x-trainspec-rule") if isinstance(node, dict) else None
+
+
 def check(kind: str, data: dict[str, Any]) -> list[ConfigIssue]:
-    """Every structural error of `data` as a `kind` config; [] when the schema accepts it."""
+    """Every structural error of `data` as a `kind` config; [] when the schema accepts it
+    (or rejects it only by a schema-stated rule, which stage 2 reports)."""
     validator = _validator(kind)
     try:
         if validator.is_valid(data):
@@ -100,8 +118,11 @@ def check(kind: str, data: dict[str, Any]) -> list[ConfigIssue]:
 
     info = schema_info(kind)
     seen: dict[tuple[str, str], ConfigIssue] = {}
+    schema = bundled_schema(kind)
     for error in validator.iter_errors(data):
-        for issue in _translate(error, info, data):
+        if rule_of(schema, error.schema_path):
+            continue
+        for issue in _translate(error, info, data, schema):
             seen.setdefault((issue.path, issue.message), issue)
     return list(seen.values())
 
@@ -123,14 +144,20 @@ def _viable(branch: list, path: tuple[Any, ...]) -> bool:
     return True
 
 
-def _translate(error, info: SchemaInfo, data: Any) -> Iterator[ConfigIssue]:
+def _translate(error, info: SchemaInfo, data: Any, schema: dict) -> Iterator[ConfigIssue]:
     path = tuple(error.instance_path)
     kind = _kind(error)
     if kind in ("AnyOf", "OneOfNotValid"):
-        branches = [branch for branch in error.kind.context if _viable(branch, path)]
+        branches = [
+            [inner for inner in branch if not rule_of(schema, inner.schema_path)]
+            for branch in error.kind.context
+        ]
+        branches = [branch for branch in branches if _viable(branch, path)]
+        if any(not branch for branch in branches):
+            return  # a branch fails only by a stated rule: stage 2 reports it
         if branches:
             for inner in min(branches, key=len):
-                yield from _translate(inner, info, data)
+                yield from _translate(inner, info, data, schema)
         else:
             yield _wrong_shape(path, info, data)
     elif kind in ("AdditionalProperties", "UnevaluatedProperties"):
