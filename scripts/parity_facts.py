@@ -7,22 +7,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from trainspec.config.bundle import resolve_ref
+
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 NO_DEFAULT = "<no default>"
 
 
-def _resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    while "$ref" in node:
-        target: Any = root
-        for part in node["$ref"].removeprefix("#/").split("/"):
-            target = target[part]
-        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-    return node
-
-
 def _branches(root: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]:
     """The alternatives a value may take (anyOf/oneOf flattened), each resolved."""
-    node = _resolve(root, node)
+    node = resolve_ref(root, node)
     found = []
     for key in ("anyOf", "oneOf"):
         for branch in node.get(key, []):
@@ -56,7 +49,7 @@ def _objects(root: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]
                 properties = {**sub["properties"], **properties}
                 required += sub["required"]
         if properties or branch.get("type") == "object":
-            tag = _resolve(root, properties.get("type", {})).get("const")
+            tag = resolve_ref(root, properties.get("type", {})).get("const")
             objects.append({"properties": properties, "required": required, "tag": tag})
     return objects
 

@@ -11,20 +11,13 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from trainspec.config.bundle import resolve_ref
+
 INT64 = (-(2**63), 2**63 - 1)
 
 
-def _resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    while "$ref" in node:
-        target: Any = root
-        for part in node["$ref"].removeprefix("#/").split("/"):
-            target = target[part]
-        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-    return node
-
-
 def strategy(root: dict[str, Any], node: dict[str, Any] | None = None, depth: int = 0):
-    node = _resolve(root, root if node is None else node)
+    node = resolve_ref(root, root if node is None else node)
     alternatives = node.get("anyOf") or node.get("oneOf")
     if alternatives:
         return st.one_of([strategy(root, branch, depth) for branch in alternatives])

@@ -4,7 +4,7 @@ options, and config overrides, in any order."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -17,6 +17,29 @@ from .overrides import takes_value
 
 class UsageError(Exception):
     """Bad command line: reported with the usage line, exit code 2."""
+
+
+def guarded(
+    prog: str,
+    usage: str,
+    body: Callable[[list[str], TextIO, TextIO], int],
+    argv: Sequence[str],
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    """Run a command's `body`, turning every failure into a message and an exit code: usage
+    errors exit 2 with the usage line, a closed pipe exits 1 quietly, and a bug prints one line
+    and exits 2 (never a traceback)."""
+    try:
+        return body(list(argv), stdout, stderr)
+    except UsageError as err:
+        stderr.write(f"usage: {usage}\n{prog}: error: {err}\n")
+        return 2
+    except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
+        return 1
+    except Exception as err:  # noqa: BLE001 - the one place that turns bugs into a report
+        stderr.write(f"{prog}: internal error: {type(err).__name__}: {err} (please report it)\n")
+        return 2
 
 
 class Parser(argparse.ArgumentParser):

@@ -34,7 +34,7 @@ from trainspec.config.schema_info import schema_info
 from trainspec.config.sources import ConfigFileError, read_file
 from trainspec.issues import BARE_KEY, dotted
 
-from .args import Parser, UsageError, kind_from_directive
+from .args import Parser, UsageError, guarded, kind_from_directive
 
 PROG = "migrate-config"
 USAGE = f"{PROG} FILE [FILE ...] [--kind rl|sft] [--check]"
@@ -327,17 +327,7 @@ def build_parser(out: TextIO) -> Parser:
 
 def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
     """The whole command; returns the exit code and never raises."""
-    try:
-        return _run(list(argv), stdout, stderr)
-    except UsageError as err:
-        stderr.write(f"usage: {USAGE}\n")
-        stderr.write(f"{PROG}: error: {err}\n")
-        return 2
-    except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
-        return 1
-    except Exception as err:  # noqa: BLE001 - the one place that turns bugs into a report
-        stderr.write(f"{PROG}: internal error: {type(err).__name__}: {err} (please report it)\n")
-        return 2
+    return guarded(PROG, USAGE, _run, argv, stdout, stderr)
 
 
 def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:

@@ -22,17 +22,26 @@ from trainspec.config.schema_info import schema_info
 from trainspec.config.sources import ConfigFileError, Source, read_file
 
 from . import report
-from .args import CommandLine, Parser, UsageError, kind_from_directive, peek_kind, split
+from .args import (
+    CommandLine,
+    Parser,
+    UsageError,
+    guarded,
+    kind_from_directive,
+    peek_kind,
+    split,
+)
 from .help import config_flags_help
 from .overrides import parse
 
 PROG = "validate-config"
+USAGE = f"{PROG} FILE [FILE ...] [options] [--config.key VALUE ...]"
 
 
 def build_parser(out: TextIO) -> Parser:
     parser = Parser(
         prog=PROG,
-        usage=f"{PROG} FILE [FILE ...] [options] [--config.key VALUE ...]",
+        usage=USAGE,
         description="Check trainspec trainer configs: schema, types and rules, with positions.",
         epilog="Any config key is also an override: --optim.lr 1e-5, --max-steps 50, "
         "--model.compile / --no-model.compile. With --kind (or a file), --help lists them all.",
@@ -57,17 +66,7 @@ def build_parser(out: TextIO) -> Parser:
 
 def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
     """The whole command; returns the exit code and never raises."""
-    try:
-        return _run(list(argv), stdout, stderr)
-    except UsageError as err:
-        stderr.write(f"usage: {PROG} FILE [FILE ...] [options] [--config.key VALUE ...]\n")
-        stderr.write(f"{PROG}: error: {err}\n")
-        return 2
-    except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
-        return 1
-    except Exception as err:  # noqa: BLE001 - the one place that turns bugs into a report
-        stderr.write(f"{PROG}: internal error: {type(err).__name__}: {err} (please report it)\n")
-        return 2
+    return guarded(PROG, USAGE, _run, argv, stdout, stderr)
 
 
 def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:

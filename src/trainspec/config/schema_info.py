@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bundle import SCHEMA_NAMES, bundled_schema
+from .bundle import SCHEMA_NAMES, bundled_schema, resolve_ref
 
 KeyPath = tuple[str, ...]
 NO_DEFAULT = object()
@@ -77,14 +77,7 @@ class SchemaInfo:
         self._walk(schema, (), set())
 
     def resolve(self, node: dict[str, Any]) -> dict[str, Any]:
-        while "$ref" in node:
-            target: Any = self.schema
-            for part in node["$ref"].removeprefix("#").strip("/").split("/"):
-                if part:
-                    target = target[part.replace("~1", "/").replace("~0", "~")]
-            extra = {k: v for k, v in node.items() if k != "$ref"}
-            node = {**target, **extra}
-        return node
+        return resolve_ref(self.schema, node)
 
     def _objects(self, node: dict[str, Any]) -> list[dict[str, Any]]:
         """Every object schema a value at this node may match, allOf parts merged."""
