@@ -73,27 +73,15 @@ def _conventions(cls: type[ConfigModel]) -> dict[str, _FieldConventions]:
     return found
 
 
-def _apply(conventions: dict[str, _FieldConventions], data: Any) -> Any:
-    """Rewrite the values of one table that use a TOML convention; leave the rest alone."""
-    if not isinstance(data, dict):
-        return data
-    changed: dict[str, Any] | None = None
-    for name, value in data.items():
-        rule = conventions.get(name)
-        if rule is None:
-            continue
-        new = value
-        if value == NONE_STRING and rule.nullable:
-            new = None
-        elif isinstance(value, bool) and rule.bool_switch:
-            new = {} if value else None
-        elif isinstance(value, dict) and rule.default_tag and "type" not in value:
-            new = {**value, "type": rule.default_tag}
-        if new is not value:
-            if changed is None:
-                changed = dict(data)
-            changed[name] = new
-    return data if changed is None else changed
+def _convert(rule: _FieldConventions, value: Any) -> Any:
+    """One value written with a TOML convention, as the generated field expects it."""
+    if value == NONE_STRING and rule.nullable:
+        return None
+    if isinstance(value, bool) and rule.bool_switch:
+        return {} if value else None
+    if isinstance(value, dict) and rule.default_tag and "type" not in value:
+        return {**value, "type": rule.default_tag}
+    return value
 
 
 class ConfigModel(BaseModel):
@@ -104,16 +92,21 @@ class ConfigModel(BaseModel):
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
-        # The conventions run only on tables that have a field using one, as a plain function
-        # in front of the model's field validation (no Python call for the other tables). It
-        # goes inside the model schema, as pydantic's own "before" validators do, so that every
-        # place the model is used (pydantic reuses one definition) gets it.
+        # Each field that uses a convention gets a plain function in front of its own
+        # validator, so the conversion runs only where such a field is written (or validated
+        # as a default). It goes inside the model schema, as pydantic's own validators do, so
+        # every place the model is used (pydantic reuses one definition) gets it.
         schema = handler(source)
         conventions = _conventions(cls)
         if conventions:
-            if schema.get("type") != "model":
-                raise TypeError(f"{cls.__name__}: expected a model schema, got {schema['type']}")
-            schema["schema"] = core_schema.no_info_before_validator_function(
-                functools.partial(_apply, conventions), schema["schema"]
-            )
+            if schema.get("type") != "model" or schema["schema"].get("type") != "model-fields":
+                raise TypeError(f"{cls.__name__}: unexpected core schema layout for conventions")
+            fields = schema["schema"]["fields"]
+            for name, rule in conventions.items():
+                holder = fields[name]  # the field, or the default around its value schema
+                if holder["schema"].get("type") == "default":
+                    holder = holder["schema"]
+                holder["schema"] = core_schema.no_info_before_validator_function(
+                    functools.partial(_convert, rule), holder["schema"]
+                )
         return schema
