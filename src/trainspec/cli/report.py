@@ -43,9 +43,10 @@ def write_text(outcome: Outcome, label: str, out: TextIO, strict: bool = False) 
 
 def write_github(outcome: Outcome, out: TextIO) -> None:
     for issue in [*outcome.errors, *outcome.warnings]:
-        props = [f"title=trainspec {issue.path}"]
+        props = [f"title={_escape_property(f'trainspec {issue.path}')}"]
         if issue.file:
-            props = [f"file={issue.file}", f"line={issue.line}", f"col={issue.column}", *props]
+            where = [f"file={_escape_property(issue.file)}", f"line={issue.line}"]
+            props = [*where, f"col={issue.column}", *props]
         text = f"{issue.flag + ': ' if issue.flag else ''}{issue.path} {issue.message}"
         if issue.fix:
             text += f" (fix: {issue.fix})"
@@ -53,7 +54,13 @@ def write_github(outcome: Outcome, out: TextIO) -> None:
 
 
 def _escape(text: str) -> str:
+    """A workflow command's message, escaped as GitHub Actions reads it."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """A workflow command's property value: also `:` and `,`, which separate properties."""
+    return _escape(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def json_report(outcome: Outcome, strict: bool = False) -> dict[str, Any]:
