@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from trainspec.config.bundle import SCHEMA_NAMES
 from trainspec.config.kinds import KINDS
-from trainspec.config.schema_info import SCHEMA_NAMES, schema_info
 
 from .overrides import takes_value
 
@@ -69,7 +69,13 @@ def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> Command
     takes_arg = {
         s for action in parser._actions if action.nargs != 0 for s in action.option_strings
     }
-    info = schema_info(kind_hint) if kind_hint in KINDS else None
+    info = None
+    if kind_hint in KINDS and any(
+        t.startswith("--") and t.split("=")[0] not in option_flags for t in argv
+    ):
+        from trainspec.config.schema_info import schema_info  # only for overrides
+
+        info = schema_info(kind_hint)
     known: list[str] = []
     files: list[str] = []
     overrides: list[tuple[str, str | None]] = []

@@ -8,15 +8,16 @@ optional sub-table also works as a bare switch: `--x` turns it on, `--no-x` off.
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainspec.config.merge import deep_merge, unflatten
-from trainspec.config.schema_info import KeyInfo, SchemaInfo
 from trainspec.config.sources import FlagSource
 from trainspec.issues import ConfigIssue
+
+if TYPE_CHECKING:
+    from trainspec.config.schema_info import KeyInfo, SchemaInfo
 
 SWITCH_VALUES = {"true", "false", "null", "None"}
 
@@ -114,7 +115,7 @@ def _needs_value(flag: str, dotted: str, expected: str) -> ConfigIssue:
 
 def _unknown(flag: str, dotted: str, info: SchemaInfo) -> ConfigIssue:
     names = [".".join(path) for path in info.keys]
-    close = difflib.get_close_matches(dotted, names, n=1, cutoff=0.7)
+    close = _close_matches(dotted, names, n=1, cutoff=0.7)
     leaf = dotted.rsplit(".", 1)[-1]
     homes = [".".join(p) for p in info.where(leaf)]
     if close:
@@ -124,3 +125,10 @@ def _unknown(flag: str, dotted: str, info: SchemaInfo) -> ConfigIssue:
     else:
         fix = "run with --help to list the settings"
     return ConfigIssue("error", dotted, "is not a known setting", fix, flag=flag)
+
+
+def _close_matches(word: str, choices, n: int = 1, cutoff: float = 0.6) -> list[str]:
+    """difflib's suggestions, imported only when there is something to suggest."""
+    import difflib
+
+    return difflib.get_close_matches(word, list(choices), n=n, cutoff=cutoff)

@@ -18,8 +18,7 @@ from typing import TextIO
 
 from trainspec.config.kinds import KINDS
 from trainspec.config.loader import Outcome, check_sources
-from trainspec.config.schema_info import schema_info
-from trainspec.config.sources import ConfigFileError, Source, read_file
+from trainspec.config.sources import ConfigFileError, FlagSource, Source, read_file
 
 from . import report
 from .args import (
@@ -31,8 +30,7 @@ from .args import (
     peek_kind,
     split,
 )
-from .help import config_flags_help
-from .overrides import parse
+from .overrides import ParsedOverrides, parse
 
 PROG = "validate-config"
 USAGE = f"{PROG} FILE [FILE ...] [options] [--config.key VALUE ...]"
@@ -77,6 +75,8 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
         parser.print_help()
         kind = options.kind or (line.files and kind_from_directive(line.files[0]))
         if kind:
+            from .help import config_flags_help
+
             stdout.write(f"\n{kind} config settings (--key VALUE):\n")
             stdout.write(config_flags_help(kind))
         return 0
@@ -105,7 +105,11 @@ def _check_one(options, files: list[str], line: CommandLine, stdout, stderr) -> 
             f"cannot tell whether {files[0]} is an rl or sft config: pass --kind rl|sft, or "
             "start the file with a '#:schema ../schema/rl_trainer.json' (or sft_trainer) line"
         )
-    parsed = parse(line.overrides, schema_info(kind))
+    parsed = ParsedOverrides(FlagSource())
+    if line.overrides:
+        from trainspec.config.schema_info import schema_info
+
+        parsed = parse(line.overrides, schema_info(kind))
     if parsed.errors:
         outcome = Outcome(kind, None, parsed.errors, [], {}, sources)
     else:

@@ -8,7 +8,6 @@ a suggestion (did-you-mean, or the section where an unknown key belongs).
 from __future__ import annotations
 
 import datetime
-import difflib
 import functools
 import json
 import math
@@ -202,7 +201,7 @@ def _is_known(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) -> b
 def _unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) -> ConfigIssue:
     where = _schema_path(path)
     valid = _valid_keys(path, info, data)
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    close = _close_matches(key, valid, n=1, cutoff=0.6)
     elsewhere = [p for p in info.where(key) if p[:-1] != where]
     section = f"[{_dotted(where)}]" if where else "the top level"
     tag = _variant(path, info, data)
@@ -228,7 +227,7 @@ def _wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIs
     tags = info.variants.get(where)
     if tags and isinstance(value, dict) and "type" in value:
         choices = list(tags)
-        close = difflib.get_close_matches(str(value["type"]), choices, n=1, cutoff=0.5)
+        close = _close_matches(str(value["type"]), choices, n=1, cutoff=0.5)
         hint = f'did you mean "{close[0]}"?' if close else "pick one of the listed types"
         names = ", ".join(json.dumps(c) for c in choices)
         return _issue(
@@ -252,7 +251,7 @@ def _wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIs
     fix = f"write {expected} ({_describe_fix(described)})"
     if key is not None and isinstance(value, str) and key.choices:
         names = [str(choice) for choice in key.choices]
-        close = difflib.get_close_matches(value, names, n=1, cutoff=0.5)
+        close = _close_matches(value, names, n=1, cutoff=0.5)
         if close:
             fix = f'did you mean "{close[0]}"?'
     return _issue(path, f"should be {expected}, got {toml_value(value)}", fix)
@@ -302,7 +301,7 @@ def _bad_value(path, kind: str, error, info: SchemaInfo, data: Any) -> ConfigIss
         options = error.kind.options
         names = ", ".join(json.dumps(o) for o in options)
         message = f"should be one of {names}, got {got}"
-        close = difflib.get_close_matches(str(value), [str(o) for o in options], n=1, cutoff=0.5)
+        close = _close_matches(str(value), [str(o) for o in options], n=1, cutoff=0.5)
         if close:
             return _issue(path, message, f'did you mean "{close[0]}"?')
     elif kind == "Type":
@@ -323,3 +322,10 @@ def _bad_value(path, kind: str, error, info: SchemaInfo, data: Any) -> ConfigIss
         message = f"is invalid: {error.message}"
     fix = _describe_fix(key) if action is None else f"{action} ({_describe_fix(key)})"
     return _issue(path, message, fix)
+
+
+def _close_matches(word: str, choices, n: int = 1, cutoff: float = 0.6) -> list[str]:
+    """difflib's suggestions, imported only when there is something to suggest."""
+    import difflib
+
+    return difflib.get_close_matches(word, list(choices), n=n, cutoff=cutoff)

@@ -11,9 +11,10 @@ import tomllib
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .positions import Position, PositionIndex, index_positions
+if TYPE_CHECKING:  # tree-sitter loads only when a report needs a position
+    from .positions import Position, PositionIndex
 
 TOML_ERROR_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
 
@@ -63,6 +64,8 @@ class FileSource:
         return _key(self.data, parts) is not None
 
     def position(self, parts: tuple[str, ...], of_key: bool = False) -> Position:
+        from .positions import Position, index_positions
+
         if self._index is None:
             self._index = index_positions(self.text)
         key = _key(self.data, parts)
