@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from trainspec.config.bundle import resolve_ref
+from trainspec.config.schema_info import json_type
 
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 NO_DEFAULT = "<no default>"
@@ -24,18 +25,6 @@ def _branches(root: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]
     if not found or any(k in rest for k in ("type", "const", "enum", "properties")):
         found.append(rest)
     return found
-
-
-def _type_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    return "string" if isinstance(value, str) else "object"
 
 
 def _objects(root: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]:
@@ -61,7 +50,7 @@ def _describe(root: dict[str, Any], prop: dict[str, Any], fact: dict[str, Any]) 
             fact["types"].add(kind)
         for value in [branch["const"]] if "const" in branch else branch.get("enum", []):
             fact["consts"].add(json.dumps(value))
-            fact["types"].add(_type_of(value))
+            fact["types"].add(json_type(value))
         if "properties" in branch or "allOf" in branch:
             fact["types"].add("object")
         for bound in BOUNDS:

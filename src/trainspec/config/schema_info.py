@@ -47,7 +47,7 @@ class KeyInfo:
         return "boolean" in self.types or (self.is_table and "null" in self.types)
 
     def accepts_type(self, value: Any) -> bool:
-        kind = _json_type(value)
+        kind = json_type(value)
         return (
             kind in self.types
             or (kind == "integer" and "number" in self.types)
@@ -188,7 +188,8 @@ _ARTICLES = {
 }
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON Schema type of a Python value read from TOML or JSON."""
     if value is None:
         return "null"
     if isinstance(value, bool):
