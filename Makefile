@@ -1,4 +1,4 @@
-# trainspec: `make run` resolves the built-in default config, `make test` runs every check.
+# trainspec: `make run` trains the built-in SFT demo, `make test` runs every check.
 PYTHON ?= .venv/bin/python
 STAMP := .venv/.installed
 
@@ -7,13 +7,13 @@ STAMP := .venv/.installed
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv .venv
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -e '.[dev]'
+	$(PYTHON) -m pip install --quiet -e '.[dev,train]'
 	touch $(STAMP)
 
-install: $(STAMP)  ## .venv with trainspec (editable) and the dev tools
+install: $(STAMP)  ## .venv with trainspec (editable), the trainers and the dev tools
 
-run: install  ## resolve the built-in default SFT config and print it
-	$(PYTHON) -m trainspec.config sft
+run: install  ## train the built-in SFT demo (tiny model, reverse-text task, CPU, ~2 minutes)
+	.venv/bin/sft configs/sft/demo.toml
 
 gen:  ## regenerate generated/ from schema/
 	$(PYTHON) scripts/gen.py
@@ -24,6 +24,7 @@ lint:
 
 check: lint  ## lint, and fail when generated/ is stale
 	$(PYTHON) scripts/gen.py --check
+	$(PYTHON) scripts/build_builtin.py --check
 
 test: install check  ## every check and the test suite
 	$(PYTHON) -m pytest -q

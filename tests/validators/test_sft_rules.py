@@ -318,3 +318,9 @@ def test_auto_setup_run_identity_keeps_explicit_dir(outcome):
     config = outcome("sft", {"run": {"dir": "my-dir"}}).clean()
     assert config.run.dir == "my-dir"
     assert re.fullmatch(r"reverse-text-sft--qwen3-0\.6b--[0-9a-f]{8}", config.run.name)
+
+
+def test_auto_setup_run_identity_drops_the_builtin_prefix(outcome):
+    doc = {"model": {"name": "builtin:tiny-qwen3"}, "data": {"name": "builtin:reverse-text"}}
+    config = outcome("sft", doc).clean()
+    assert re.fullmatch(r"reverse-text--tiny-qwen3--[0-9a-f]{8}", config.run.name)

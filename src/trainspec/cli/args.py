@@ -85,7 +85,12 @@ def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> Command
         token = tokens[index]
         following = tokens[index + 1] if index + 1 < len(tokens) else None
         name = token.split("=", 1)[0]
-        if name in option_flags or (token.startswith("-") and not token.startswith("--")):
+        if token == "@":  # the reference's `sft @ file.toml`: the next token is a file
+            index += 1
+            continue
+        if token.startswith("@") and len(token) > 1:
+            files.append(token[1:])
+        elif name in option_flags or (token.startswith("-") and not token.startswith("--")):
             known.append(token)
             if name in takes_arg and "=" not in token and following is not None:
                 known.append(following)
@@ -126,6 +131,7 @@ def peek_kind(argv: Sequence[str]) -> str | None:
         if token.startswith("--kind="):
             return token.split("=", 1)[1]
     for token in argv:
+        token = token.removeprefix("@")
         if not token.startswith("-") and token.endswith(".toml"):
             return kind_from_directive(token)
     return None

@@ -156,7 +156,8 @@ def auto_setup_deployment(cfg, ctx: RuleContext) -> None:
 
 
 def _last_part(name: str) -> str:
-    return name.rstrip("/").rsplit("/", 1)[-1]
+    """`org/model` → `model`, `data/chats.jsonl` → `chats.jsonl`, `builtin:x` → `x`."""
+    return name.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
 
 
 def config_digest(cfg) -> str:

@@ -1,0 +1,299 @@
+"""What a person watching the trainer sees, built from `[log]`: the console log and step progress.
+
+    setup_logging(config.log, world.rank)
+    progress = Progress(config.max_steps, start=step, log_cfg=config.log, enabled=world.is_main)
+    progress.update(step, {"loss": 2.31, "lr": 1e-5, "tokens_per_s": 5400.0})
+    progress.write("stop requested")
+    progress.close()
+
+`setup_logging` puts one console handler on the root logger: the trainer's loggers ("trainspec"
+and below) at `log.level`, the environment library's ("verifiers") at `log.vf_level`, every
+other library at WARNING. With `json_logging` each record is one JSON object on its own line.
+Ranks outside `ranks_filter` still print warnings and errors (a failing rank should be heard),
+nothing below that.
+
+`Progress` shows a tqdm bar (step, loss, tokens/s, ETA) when its stream is a terminal and tqdm is
+installed; otherwise it writes a plain line (step, loss, lr, tokens/s, elapsed, ETA) at most
+every `log.interval` seconds, plus one for the last step at `close()`; in JSON mode those lines
+are JSON records too. The metrics it reads are "loss", "lr" and "tokens_per_s"; others are left
+to the monitors. A stream that breaks (closed pipe) silences the progress, never the training.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+import sys
+import time
+from typing import Any, TextIO
+
+from .errors import SetupError
+
+PROGRESS_LOGGER = "trainspec.progress"
+_HANDLER_MARK = "_trainspec_console"
+
+
+# -- logging ---------------------------------------------------------------------------------
+
+
+def _level(name: str, path: str) -> int:
+    levels = logging.getLevelNamesMapping()
+    level = levels.get(str(name).upper())
+    if level is None:
+        raise SetupError(
+            path,
+            f"unknown log level {name!r}",
+            "use one of debug, info, warning, error, critical",
+        )
+    return level
+
+
+def _json_record(
+    level: str, logger: str, message: str, created: float | None = None, **fields: Any
+) -> str:
+    stamp = dt.datetime.fromtimestamp(time.time() if created is None else created, dt.UTC)
+    record = {
+        "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "level": level,
+        "logger": logger,
+        "message": message,
+    }
+    record.update(fields)
+    return json.dumps(record, default=str)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time (UTC), level, logger, rank, message, exception."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields: dict[str, Any] = {"rank": self.rank}
+        if record.exc_info:
+            fields["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            fields["stack"] = record.stack_info
+        return _json_record(
+            record.levelname, record.name, record.getMessage(), record.created, **fields
+        )
+
+
+class _ConsoleHandler(logging.StreamHandler):
+    """A stream handler that writes around a live tqdm bar instead of through it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            tqdm = None
+        self._tqdm = tqdm
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._tqdm is None:
+            super().emit(record)
+            return
+        try:
+            self._tqdm.write(self.format(record), file=self.stream)
+        except Exception:
+            self.handleError(record)
+
+
+def setup_logging(log_cfg, rank: int, stream: TextIO | None = None) -> logging.Handler:
+    """Configure console logging for this process (see the module docstring).
+
+    Calling it again replaces the handler it installed before. Returns that handler.
+    """
+    level = _level(log_cfg.level, "log.level")
+    vf_level = _level(log_cfg.vf_level, "log.vf_level")
+    json_logging = log_cfg.json_logging
+    ranks = log_cfg.ranks_filter
+
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, _HANDLER_MARK, False)]:
+        root.removeHandler(old)
+        old.close()
+    handler = _ConsoleHandler(stream if stream is not None else sys.stderr)
+    setattr(handler, _HANDLER_MARK, True)
+    if json_logging:
+        handler.setFormatter(JsonFormatter(rank))
+    else:
+        prefix = "" if rank == 0 else f"[rank {rank}] "
+        handler.setFormatter(
+            logging.Formatter(
+                f"%(asctime)s %(levelname)s {prefix}%(name)s: %(message)s", "%Y-%m-%d %H:%M:%S"
+            )
+        )
+    handler.setLevel(logging.NOTSET if rank in ranks else logging.WARNING)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("trainspec").setLevel(level)
+    logging.getLogger("verifiers").setLevel(vf_level)
+    return handler
+
+
+# -- progress --------------------------------------------------------------------------------
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(max(0.0, seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+class Progress:
+    """Step progress on the console; see the module docstring."""
+
+    def __init__(
+        self,
+        total: int | None,
+        start: int,
+        log_cfg,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+    ) -> None:
+        self.total = total
+        self.start = start
+        self.interval = log_cfg.interval
+        self.json = log_cfg.json_logging
+        self.enabled = enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self._t0 = time.monotonic()
+        self._last_line = -math.inf  # monotonic time of the last plain line
+        self._step = start
+        self._printed_step: int | None = None
+        self._metrics: dict = {}
+        self._rates: list[float] = []  # tokens/s of the steps since the last line
+        self._bar = None
+        if enabled and self._is_terminal():
+            self._bar = self._make_bar()
+
+    def _is_terminal(self) -> bool:
+        try:
+            return bool(self.stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            return False
+
+    def _make_bar(self):
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return None
+        return tqdm(
+            total=self.total,
+            initial=self.start,
+            file=self.stream,
+            unit="step",
+            desc="train",
+            dynamic_ncols=True,
+        )
+
+    def update(self, step: int, metrics: dict) -> None:
+        """Record that `step` finished with these metrics; print if it is time to."""
+        if not self.enabled:
+            return
+        done, self._step = step - self._step, step
+        self._metrics = metrics
+        rate = _number(metrics.get("tokens_per_s"))
+        if rate is not None:
+            self._rates.append(rate)
+        if self._bar is not None:
+            self._guard(self._update_bar, done)
+            return
+        now = time.monotonic()
+        if now - self._last_line >= self.interval:
+            self._last_line = now
+            self._guard(self._line)
+
+    def _update_bar(self, done: int) -> None:
+        postfix = []
+        loss = _number(self._metrics.get("loss"))
+        if loss is not None:
+            postfix.append(f"loss={loss:.4f}")
+        if self._rates:
+            postfix.append(f"tok/s={self._rates[-1]:,.0f}")
+            self._rates.clear()
+        self._bar.set_postfix_str(", ".join(postfix), refresh=False)
+        self._bar.update(done)
+
+    def _eta(self, elapsed: float) -> float | None:
+        if self.total is None or self._step <= self.start or elapsed <= 0:
+            return None
+        per_step = elapsed / (self._step - self.start)
+        return per_step * max(0, self.total - self._step)
+
+    def _line(self) -> None:
+        elapsed = time.monotonic() - self._t0
+        eta = self._eta(elapsed)
+        loss = _number(self._metrics.get("loss"))
+        lr = _number(self._metrics.get("lr"))
+        rate = sum(self._rates) / len(self._rates) if self._rates else None
+        self._rates.clear()
+        self._printed_step = self._step
+        parts = [f"step {self._step}" + (f"/{self.total}" if self.total is not None else "")]
+        if loss is not None:
+            parts.append(f"loss {loss:.4f}")
+        if lr is not None:
+            parts.append(f"lr {lr:.2e}")
+        if rate is not None:
+            parts.append(f"{rate:,.0f} tok/s")
+        parts.append(f"elapsed {_duration(elapsed)}")
+        if eta is not None:
+            parts.append(f"eta {_duration(eta)}")
+        text = " | ".join(parts)
+        if self.json:
+            fields = {"step": self._step, "total": self.total, "loss": loss, "lr": lr}
+            fields |= {"tokens_per_s": rate, "elapsed_s": round(elapsed, 3)}
+            fields["eta_s"] = round(eta, 3) if eta is not None else None
+            text = _json_record("INFO", PROGRESS_LOGGER, text, **fields)
+        self._emit(text)
+
+    def write(self, msg: str) -> None:
+        """Print a message without breaking the bar."""
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._guard(self._bar.write, msg, file=self.stream)
+        elif self.json:
+            self._guard(self._emit, _json_record("INFO", PROGRESS_LOGGER, msg))
+        else:
+            self._guard(self._emit, msg)
+
+    def _emit(self, text: str) -> None:
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def _guard(self, call, *args, **kwargs) -> None:
+        try:
+            call(*args, **kwargs)
+        except (OSError, ValueError):  # closed or broken stream: stop printing progress
+            self.enabled = False
+
+    def close(self) -> None:
+        """Close the bar, or print the last step if its line was skipped."""
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._guard(self._bar.close)
+            self._bar = None
+        elif self._printed_step != self._step and self._step > self.start:
+            self._guard(self._line)
+        self.enabled = False
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,35 @@
+"""The run directory's own files: the resolved config (JSON and TOML) written at start."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+
+from trainspec.config import dump_json
+from trainspec.config.bundle import BUNDLE_DIR, SCHEMA_NAMES
+
+
+def _toml_ready(value: Any) -> Any:
+    """TOML has no null: write it the way trainspec reads it back ("None")."""
+    if value is None:
+        return "None"
+    if isinstance(value, dict):
+        return {key: _toml_ready(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_toml_ready(item) for item in value]
+    return value
+
+
+def write_resolved_config(config, run_dir: Path, kind: str) -> dict[str, Any]:
+    """run_dir/config.json and run_dir/config.toml; both validate back to this config."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    text = dump_json(config)
+    (run_dir / "config.json").write_text(text + "\n")
+    document = json.loads(text)
+    schema = BUNDLE_DIR / f"{SCHEMA_NAMES[kind]}.json"
+    header = f"#:schema {schema}\n# the resolved config this run started with\n"
+    (run_dir / "config.toml").write_text(header + tomlkit.dumps(_toml_ready(document)))
+    return document

@@ -1,0 +1,1 @@
+"""The SFT trainer: `main.py` (the `sft` command), `train.py` (the loop), `data.py` (batches)."""

@@ -1,0 +1,90 @@
+"""The `sft` command: parse and validate the config, then train here or under torchrun.
+
+    sft configs/sft/demo.toml                      # the built-in demo (what `make run` does)
+    sft configs/sft/demo.toml --max-steps 20 --optim.lr 3e-3
+    sft @ configs/sft/demo.toml                    # the reference's way of naming a file
+    sft configs/sft/demo.toml --deployment.num-train-gpus 2   # two processes through torchrun
+
+One process trains in this process. More than one (deployment.num_train_gpus on one node, or
+num_train_nodes x gpus_per_node) re-launches through torchrun, each worker reading the resolved
+config from the run directory. Multi-node: run the same command on every node with
+MASTER_ADDR / MASTER_PORT naming node 0 and NODE_RANK set; torchrun's c10d rendezvous joins them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from trainspec.cli.entrypoint import run_entrypoint
+from trainspec.config import dump_json
+
+# What makes CPU training fast on a shared machine, set before torch loads (env_vars win).
+CPU_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def processes(deployment) -> tuple[int, int]:
+    """(nodes, processes per node) the deployment asks for."""
+    if deployment.type == "multi_node":
+        return deployment.num_train_nodes, deployment.gpus_per_node
+    return 1, deployment.num_train_gpus
+
+
+def apply_env(env_vars) -> None:
+    for key, value in CPU_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    os.environ.update(env_vars)
+
+
+def torchrun_command(config, config_path: Path) -> list[str]:
+    nodes, per_node = processes(config.deployment)
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={per_node}"]
+    if nodes > 1:
+        endpoint = f"{os.environ['MASTER_ADDR']}:{os.environ.get('MASTER_PORT', '29500')}"
+        command += [
+            f"--nnodes={nodes}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={endpoint}",
+            f"--rdzv-id={config.run.name}",
+        ]
+    else:
+        command += ["--standalone"]
+    return command + ["-m", "trainspec.trainers.sft.worker", str(config_path)]
+
+
+def launch(config) -> int:
+    """Train in this process, or spawn torchrun when several processes are asked for."""
+    apply_env(config.env_vars)
+    nodes, per_node = processes(config.deployment)
+    if nodes * per_node == 1 or "LOCAL_RANK" in os.environ:
+        from .run import run_guarded
+
+        return run_guarded(config)
+    if nodes > 1 and "MASTER_ADDR" not in os.environ:
+        sys.stderr.write(
+            "sft: error: deployment.num_train_nodes > 1 needs MASTER_ADDR (and MASTER_PORT) "
+            "naming node 0, and NODE_RANK on each node\n"
+        )
+        return 2
+    run_dir = Path(config.output_dir) / config.run.dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run_dir / "launch-config.json"
+    config_path.write_text(dump_json(config) + "\n")
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")  # one thread per process beats shared threads on CPU
+    try:
+        return subprocess.call(torchrun_command(config, config_path), env=env)
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    return run_entrypoint("sft", "sft", args, sys.stdout, sys.stderr, launch)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Turn one dataset row into token ids and a per-token loss mask, with the chat template.
+
+A row holds either `messages` (a list of {role, content}) or `prompt` and `completion` (each a
+string, read as a user and an assistant message, or a list of messages). The template renders
+growing prefixes of the conversation; the tokens each new message adds are trained on when
+`loss_mask.<role>` says so. The header that opens an assistant turn ("<|im_start|>assistant\\n")
+is rendered with the message before it, so it is never a target: the model learns what to answer,
+not when a turn starts. `describe_sample` shows a packed row back as text with its mask.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import SetupError
+from .packing import IGNORE
+
+# Roles some datasets use, read as the role whose loss_mask switch they follow.
+ROLE_ALIASES = {"developer": "system", "human": "user", "gpt": "assistant", "function": "tool"}
+
+
+def trained_roles(loss_mask_cfg) -> dict[str, bool]:
+    return {
+        "system": loss_mask_cfg.system,
+        "user": loss_mask_cfg.user,
+        "assistant": loss_mask_cfg.assistant,
+        "tool": loss_mask_cfg.tool,
+    }
+
+
+def _as_messages(value, role: str) -> list[dict]:
+    if isinstance(value, str):
+        return [{"role": role, "content": value}]
+    return list(value)
+
+
+def row_messages(row: dict, field: str) -> list[dict]:
+    """The conversation of a row; a row without usable columns is a SetupError on `field`."""
+    if row.get("messages") is not None:
+        messages = list(row["messages"])
+    elif row.get("prompt") is not None and row.get("completion") is not None:
+        messages = _as_messages(row["prompt"], "user") + _as_messages(
+            row["completion"], "assistant"
+        )
+    else:
+        raise SetupError(
+            field,
+            "a row has neither `messages` nor both `prompt` and `completion`",
+            "give every row a messages list, or prompt and completion columns",
+        )
+    for message in messages:
+        if not isinstance(message, dict) or "role" not in message:
+            raise SetupError(
+                field,
+                f"a message is not a {{role, content}} object: {str(message)[:80]!r}",
+                "write each message as an object with role and content",
+            )
+    return messages
+
+
+def prefix_texts(tokenizer, messages: list[dict], tools=None) -> list[str]:
+    """The template's text for messages[:1], messages[:2], ...; a prefix followed by an
+    assistant message ends with the generation prompt (the assistant header)."""
+    texts = []
+    for i, message in enumerate(messages):
+        opens_answer = i + 1 < len(messages) and messages[i + 1]["role"] == "assistant"
+        try:
+            texts.append(
+                tokenizer.apply_chat_template(
+                    messages[: i + 1],
+                    tools=tools,
+                    tokenize=False,
+                    add_generation_prompt=opens_answer and message["role"] != "assistant",
+                )
+            )
+        except Exception as exc:
+            raise SetupError(
+                "tokenizer.chat_template",
+                f"the chat template cannot render a conversation: {exc}",
+                "use a tokenizer with a chat template, or set tokenizer.chat_template",
+            ) from None
+    return texts
+
+
+def assign_tokens(
+    messages: list[dict], prefix_ids: list[list[int]], trained: dict[str, bool]
+) -> tuple[list[int], list[bool]]:
+    """Ids of the whole conversation and, per token, whether the message that added it is
+    trained on. Each prefix's tokens must start with the previous prefix's tokens."""
+    ids: list[int] = []
+    mask: list[bool] = []
+    for message, current in zip(messages, prefix_ids, strict=True):
+        if current[: len(ids)] != ids:
+            raise SetupError(
+                "tokenizer.chat_template",
+                "the chat template renders a conversation differently once a message is "
+                f"added (at a {message['role']!r} message), so tokens cannot be assigned to "
+                "the message that produced them",
+                "set tokenizer.chat_template to a template whose output only grows "
+                "(for example ChatML without history rewriting)",
+            )
+        role = ROLE_ALIASES.get(message["role"], message["role"])
+        mask.extend([bool(trained.get(role, False))] * (len(current) - len(ids)))
+        ids = list(current)
+    return ids, mask
+
+
+def _tokenize(tokenizer, texts: list[str]) -> list[list[int]]:
+    # What apply_chat_template(tokenize=True) does, for many texts in one call.
+    return tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+
+
+def render_messages(
+    tokenizer, messages: list[dict], trained: dict[str, bool], tools=None
+) -> tuple[list[int], list[bool]]:
+    """Token ids of the whole conversation and, per token, whether it is trained on."""
+    texts = prefix_texts(tokenizer, messages, tools)
+    return assign_tokens(messages, _tokenize(tokenizer, texts), trained)
+
+
+class Renderer:
+    """A picklable batched function for `datasets.map`: rows → input_ids, loss_mask, length,
+    error. Errors are returned as a column (JSON of path, problem, fix) rather than raised, so
+    they cross worker processes intact; `raise_first_error` turns the first into a SetupError.
+    """
+
+    def __init__(self, tokenizer, loss_mask_cfg, field: str) -> None:
+        self.tokenizer = tokenizer
+        self.trained = trained_roles(loss_mask_cfg)
+        self.field = field
+
+    def __call__(self, batch: dict) -> dict:
+        size = len(next(iter(batch.values())))
+        rows = [{key: values[i] for key, values in batch.items()} for i in range(size)]
+        conversations, texts, errors = [], [], [""] * size
+        for i, row in enumerate(rows):
+            try:
+                messages = row_messages(row, self.field)
+                tools = row.get("tools") if isinstance(row.get("tools"), list) else None
+                rendered = prefix_texts(self.tokenizer, messages, tools or None)
+            except SetupError as exc:
+                errors[i] = json.dumps([exc.path, exc.problem, exc.fix])
+                messages, rendered = [], []
+            conversations.append((messages, len(texts), len(rendered)))
+            texts.extend(rendered)
+        tokens = _tokenize(self.tokenizer, texts)
+        out = {"input_ids": [], "loss_mask": [], "length": [], "error": errors}
+        for i, (messages, start, count) in enumerate(conversations):
+            ids, mask = [], []
+            if not errors[i]:
+                try:
+                    ids, mask = assign_tokens(messages, tokens[start : start + count], self.trained)
+                except SetupError as exc:
+                    errors[i] = json.dumps([exc.path, exc.problem, exc.fix])
+            out["input_ids"].append(ids)
+            out["loss_mask"].append(mask)
+            out["length"].append(len(ids))
+        return out
+
+
+def raise_first_error(errors: list[str]) -> None:
+    for error in errors:
+        if error:
+            raise SetupError(*json.loads(error))
+
+
+def describe_sample(micro_batch, tokenizer) -> str:
+    """The first row of a MicroBatch as text, for `log.log_data`: ⟦trained tokens⟧ marked (a
+    token is trained when the position before it has it as label), │ between documents, and
+    the trailing padding counted."""
+    ids = micro_batch.input_ids[0].tolist()
+    positions = micro_batch.position_ids[0].tolist()
+    labels = micro_batch.labels[0].tolist()
+    trained = [False] + [label != IGNORE for label in labels[:-1]]
+    pad_id = tokenizer.pad_token_id
+    end = len(ids)
+    while end > 0 and ids[end - 1] == pad_id:
+        end -= 1
+    parts, run, run_trained = [], [], False
+
+    def flush() -> None:
+        if run:
+            text = tokenizer.decode(run)
+            parts.append(f"⟦{text}⟧" if run_trained else text)
+            run.clear()
+
+    for t in range(end):
+        if positions[t] == 0 and t > 0:
+            flush()
+            parts.append("│")
+        if trained[t] != run_trained:
+            flush()
+            run_trained = trained[t]
+        run.append(ids[t])
+    flush()
+    documents = sum(1 for t in range(end) if positions[t] == 0)
+    header = (
+        f"row 0 of {len(micro_batch.input_ids)}: {documents} document(s), {end}/{len(ids)} "
+        f"tokens, {sum(1 for label in labels if label != IGNORE)} targets (⟦trained⟧)"
+    )
+    if end < len(ids):
+        parts.append(f"[{len(ids) - end} × pad]")
+    return header + "\n" + "".join(parts)

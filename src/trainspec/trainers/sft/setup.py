@@ -1,0 +1,32 @@
+"""SFT settings checked against each other and this build before anything loads."""
+
+from __future__ import annotations
+
+from ..errors import SetupError, raise_all
+from ..world import World
+
+
+def check_sft_support(config, world: World) -> None:
+    errors: list[SetupError] = []
+    tables = [("data", config.data)]
+    if config.val is not None:
+        tables.append(("val.data", config.val.data))
+    for path, data in tables:
+        if data.seq_len > config.model.seq_len:
+            errors.append(
+                SetupError(
+                    f"{path}.seq_len",
+                    f"= {data.seq_len} is longer than model.seq_len = {config.model.seq_len}",
+                    f"raise model.seq_len to {data.seq_len} or shorten {path}.seq_len",
+                )
+            )
+    if config.weight_broadcast is not None:
+        errors.append(
+            SetupError(
+                "weight_broadcast",
+                f'"{config.weight_broadcast.type}" feeds online evals, which this build does '
+                "not run during SFT",
+                "drop [weight_broadcast]; each checkpoint has HF weights under step_N/weights",
+            )
+        )
+    raise_all(errors)

@@ -1,0 +1,20 @@
+"""One torchrun worker of a multi-process SFT run: reads the resolved config `sft` wrote."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from trainspec.config import validate
+
+from .run import run_guarded
+
+
+def main() -> int:
+    with open(sys.argv[1]) as handle:
+        config = validate("sft", json.load(handle)).config
+    return run_guarded(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
