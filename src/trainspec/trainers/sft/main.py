@@ -14,7 +14,6 @@ MASTER_ADDR / MASTER_PORT naming node 0 and NODE_RANK set; torchrun's c10d rende
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,20 +38,47 @@ def apply_env(env_vars) -> None:
     os.environ.update(env_vars)
 
 
-def torchrun_command(config, config_path: Path) -> list[str]:
+def launch_config(config):
+    """torchrun's settings: one node stands alone; several meet at MASTER_ADDR (c10d)."""
+    from torch.distributed.launcher.api import LaunchConfig
+
     nodes, per_node = processes(config.deployment)
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={per_node}"]
+    endpoint = "localhost:0"
     if nodes > 1:
         endpoint = f"{os.environ['MASTER_ADDR']}:{os.environ.get('MASTER_PORT', '29500')}"
-        command += [
-            f"--nnodes={nodes}",
-            "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={endpoint}",
-            f"--rdzv-id={config.run.name}",
-        ]
-    else:
-        command += ["--standalone"]
-    return command + ["-m", "trainspec.trainers.sft.worker", str(config_path)]
+    return LaunchConfig(
+        min_nodes=nodes,
+        max_nodes=nodes,
+        nproc_per_node=per_node,
+        run_id=config.run.name,
+        rdzv_backend="c10d",
+        rdzv_endpoint=endpoint,
+        rdzv_configs={"is_host": os.environ.get("NODE_RANK", "0") == "0"},
+        max_restarts=0,
+        monitor_interval=0.5,
+    )
+
+
+def run_workers(config, config_path: Path) -> int:
+    """torchrun's launcher, in this process: a failed worker is one line, not a traceback."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+
+    worker = ("-m", "trainspec.trainers.sft.worker", str(config_path))
+    try:
+        elastic_launch(launch_config(config), sys.executable)(*worker)
+    except ChildFailedError as err:
+        rank, failure = err.get_first_failure()
+        sys.stderr.write(
+            f"sft: worker rank {rank} failed with exit code {failure.exitcode}; "
+            "its own message is above\n"
+        )
+        return failure.exitcode if failure.exitcode > 0 else 1
+    except SignalException as err:
+        sys.stderr.write(f"sft: stopped by {err.sigval.name}\n")
+        return 128 + int(err.sigval)
+    return 0
 
 
 def launch(config) -> int:
@@ -69,16 +95,22 @@ def launch(config) -> int:
             "naming node 0, and NODE_RANK on each node\n"
         )
         return 2
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per process beats sharing on CPU
+    import torch
+
+    from ..errors import SetupError, SetupErrors
+    from .setup import preflight
+
+    try:
+        preflight(config, nodes * per_node, "cuda" if torch.cuda.is_available() else "cpu")
+    except (SetupError, SetupErrors) as err:
+        sys.stderr.write(f"sft: cannot start\n{err.render()}\n")
+        return 1
     run_dir = Path(config.output_dir) / config.run.dir
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "launch-config.json"
     config_path.write_text(dump_json(config) + "\n")
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")  # one thread per process beats shared threads on CPU
-    try:
-        return subprocess.call(torchrun_command(config, config_path), env=env)
-    except KeyboardInterrupt:
-        return 130
+    return run_workers(config, config_path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ..errors import SetupError, SetupErrors
@@ -13,7 +14,8 @@ def run_guarded(config) -> int:
     try:
         return train(config)
     except (SetupError, SetupErrors) as err:
-        sys.stderr.write(f"sft: cannot start\n{err.render()}\n")
+        if os.environ.get("RANK", "0") == "0":  # every rank refuses alike: say it once
+            sys.stderr.write(f"sft: cannot start\n{err.render()}\n")
         return 1
     except KeyboardInterrupt:
         return 130

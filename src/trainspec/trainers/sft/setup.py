@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from ..errors import SetupError, raise_all
-from ..world import World
+from ..model_support import check_model_support
 
 
-def check_sft_support(config, world: World) -> None:
+def preflight(config, processes: int, device_type: str) -> None:
+    """Every refusal that needs no model or data, before any worker starts."""
+    check_model_support(config.model, device_type)
+    check_sft_support(config, processes)
+
+
+def check_sft_support(config, processes: int) -> None:
     errors: list[SetupError] = []
     tables = [("data", config.data)]
     if config.val is not None:
@@ -18,6 +24,16 @@ def check_sft_support(config, world: World) -> None:
                     f"{path}.seq_len",
                     f"= {data.seq_len} is longer than model.seq_len = {config.model.seq_len}",
                     f"raise model.seq_len to {data.seq_len} or shorten {path}.seq_len",
+                )
+            )
+        if data.batch_size % (data.micro_batch_size * processes):
+            errors.append(
+                SetupError(
+                    f"{path}.batch_size",
+                    f"= {data.batch_size} rows per step cannot be split into micro-batches of "
+                    f"{data.micro_batch_size} rows on {processes} process(es)",
+                    f"make {path}.batch_size a multiple of {path}.micro_batch_size × processes "
+                    f"= {data.micro_batch_size * processes}",
                 )
             )
     if config.weight_broadcast is not None:

@@ -22,7 +22,6 @@ from ..control import Control
 from ..heartbeat import Heartbeat
 from ..housekeeping import GarbageCollector, Profiler
 from ..model import build_model
-from ..model_support import check_model_support
 from ..monitor import Monitor
 from ..optim import build_optimizer, clip_gradients
 from ..parallel import activation_offload_context, apply_parallelism
@@ -35,7 +34,7 @@ from ..weights import hf_exporter
 from ..world import World, all_reduce_sum, any_rank, close_world, init_world
 from .data import build_sft_data, build_val_batches, describe_sample
 from .finish import closing_line, task_report
-from .setup import check_sft_support
+from .setup import preflight
 
 log = logging.getLogger("trainspec.sft")
 
@@ -95,8 +94,7 @@ def train(config) -> int:
     dist.barrier()
 
     # -- components, each from its own sub-config ---------------------------------------------
-    check_model_support(config.model, world.device.type)
-    check_sft_support(config, world)
+    preflight(config, world.world_size, world.device.type)
     tokenizer = build_tokenizer(config.tokenizer, config.model)
     data = build_sft_data(config.data, tokenizer, rank=world.rank, world_size=world.world_size)
     val_batches = None

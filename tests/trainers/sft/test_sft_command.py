@@ -1,0 +1,138 @@
+"""The `sft` command as users run it: real processes, real signals, real torchrun."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from sft_support import SFT, TINY, flags, sft_process
+
+WAIT = 240  # seconds; generous for a busy 2-core machine
+
+
+def _run_dir(tmp_path: Path) -> Path:
+    return tmp_path / "outputs" / "tiny"
+
+
+def _wait_for(predicate, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not predicate():
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"sft exited ({proc.returncode}) before {what}: {proc.stderr.read()}"
+            )
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _steps(run: Path) -> list[int]:
+    path = run / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line)["step"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def _checkpoints(run: Path) -> list[int]:
+    return sorted(int(p.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*"))
+
+
+def test_sigterm_finishes_the_step_saves_and_exits_0(tmp_path):
+    proc = sft_process(tmp_path, "--max-steps", "100000", "--ckpt.interval", "None")
+    run = _run_dir(tmp_path)
+    _wait_for(lambda: len(_steps(run)) >= 2, proc, "two steps")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == 0, err
+    last = _steps(run)[-1]
+    assert _checkpoints(run) == [last]
+    assert f"stopping after step {last}" in err
+    assert f"checkpoints/step_{last}" in out  # the closing line names the checkpoint
+
+
+def test_sigusr1_checkpoints_without_stopping(tmp_path):
+    proc = sft_process(tmp_path, "--max-steps", "100000", "--ckpt.interval", "None")
+    run = _run_dir(tmp_path)
+    _wait_for(lambda: len(_steps(run)) >= 1, proc, "a step")
+    proc.send_signal(signal.SIGUSR1)
+    _wait_for(lambda: (run / "checkpoints").exists() and _checkpoints(run), proc, "a checkpoint")
+    saved = _checkpoints(run)[0]
+    _wait_for(lambda: _steps(run)[-1] > saved, proc, "training to go on")
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=WAIT)
+    assert proc.returncode == 0
+
+
+def test_control_files_checkpoint_then_stop(tmp_path):
+    run = _run_dir(tmp_path)
+    control = run / "control"
+    control.mkdir(parents=True)
+    (control / "checkpoint").touch()
+    proc = sft_process(tmp_path, "--max-steps", "100000", "--ckpt.interval", "None")
+    _wait_for(lambda: not (control / "checkpoint").exists(), proc, "the checkpoint command")
+    _wait_for(lambda: (run / "checkpoints").exists() and _checkpoints(run), proc, "a checkpoint")
+    (control / "stop").touch()
+    out, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == 0, err
+    assert not (control / "stop").exists()  # taken once
+    assert len(_checkpoints(run)) == 2  # the commanded one and the one on stop
+    assert _checkpoints(run)[-1] == _steps(run)[-1]
+
+
+def test_unsupported_setting_is_refused_without_a_traceback(tmp_path):
+    proc = sft_process(
+        tmp_path,
+        "--model.attn",
+        "flash_attention_2",
+        "--model.cp",
+        "2",
+        "--data.micro-batch-size",
+        "1",
+    )
+    out, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == 1
+    assert "Traceback" not in err
+    assert "model.attn: error:" in err and "fix:" in err
+    assert "model.cp: error:" in err
+
+
+def test_reference_style_at_file_and_dry_run(tmp_path):
+    config = tmp_path / "tiny.toml"
+    config.write_text('[model]\nname = "builtin:tiny-qwen3"\n\n[data]\ntype = "fake"\n')
+    done = subprocess.run(
+        [SFT, "@", str(config), "--dry-run"], capture_output=True, text=True, timeout=WAIT
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["model"]["name"] == "builtin:tiny-qwen3"
+
+
+@pytest.mark.parametrize("processes", [2])
+def test_torchrun_matches_one_process(tmp_path, processes):
+    """`sft` launches torchrun itself; FSDP2 over gloo gives the 1-process losses."""
+    settings = {**TINY, "max_steps": 3, "data.length": "variable", "data.micro_batch_size": 2}
+    settings["ckpt"] = {}
+    runs = {}
+    for n in (1, processes):
+        out = tmp_path / f"n{n}"
+        done = subprocess.run(
+            [
+                SFT,
+                *flags({**settings, "output_dir": str(out)}),
+                "--deployment.num-train-gpus",
+                str(n),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=WAIT * 2,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        run = out / "tiny"
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        runs[n] = [json.loads(line)["loss"] for line in lines]
+        assert _checkpoints(run) == [3]
+    assert runs[processes] == pytest.approx(runs[1], rel=1e-4)
