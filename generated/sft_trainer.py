@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field
 from . import common
 from . import deployment as deployment_1
 from . import monitors as monitors_1
+from . import renderer as renderer_1
 from . import resume as resume_1
 from . import run as run_1
 from . import sft_data
@@ -31,6 +32,13 @@ class SFTTrainerConfig(BaseTrainerConfig):
         val_1.SFTValConfig | common.NoneString | None,
         Field(description="Periodic validation; off unless this table is present."),
     ] = None
+    renderer: Annotated[
+        renderer_1.RendererConfig,
+        Field(
+            description="How chat examples are rendered to tokens (the tokenizer's chat template unless named).",
+            validate_default=True,
+        ),
+    ] = {}
     weight_broadcast: Annotated[
         weight_broadcast_1.WeightBroadcastConfig | common.NoneString | None,
         Field(

@@ -136,3 +136,19 @@ def test_torchrun_matches_one_process(tmp_path, processes):
         runs[n] = [json.loads(line)["loss"] for line in lines]
         assert _checkpoints(run) == [3]
     assert runs[processes] == pytest.approx(runs[1], rel=1e-4)
+
+
+def test_reference_renderer_section_is_accepted_and_named_ones_refused(tmp_path):
+    config = tmp_path / "ref.toml"
+    config.write_text('[renderer]\nname = "auto"\n')
+    done = subprocess.run(
+        [SFT, str(config), *flags({**TINY, "output_dir": str(tmp_path)}), "--max-steps", "1"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    assert done.returncode == 0, done.stderr
+    refused = sft_process(tmp_path, "--renderer.name", "qwen3")
+    out, err = refused.communicate(timeout=WAIT)
+    assert refused.returncode == 1
+    assert 'renderer.name: error: "qwen3"' in err and "Traceback" not in err

@@ -5,6 +5,9 @@ from __future__ import annotations
 from ..errors import SetupError, raise_all
 from ..model_support import check_model_support
 
+# Renderers that mean "the tokenizer's chat template" here.
+TEMPLATE_RENDERERS = ("auto", "default")
+
 
 def preflight(config, processes: int, device_type: str) -> None:
     """Every refusal that needs no model or data, before any worker starts."""
@@ -36,6 +39,26 @@ def check_sft_support(config, processes: int) -> None:
                     f"= {data.micro_batch_size * processes}",
                 )
             )
+    renderer = config.renderer
+    if renderer.name not in TEMPLATE_RENDERERS:
+        errors.append(
+            SetupError(
+                "renderer.name",
+                f'"{renderer.name}" is one of the reference\'s own renderers, which this build '
+                "does not implement: it renders every example with the tokenizer's chat template",
+                'use renderer.name = "auto" (or set tokenizer.chat_template to the template '
+                "you need)",
+            )
+        )
+    if renderer.thinking_retention is not None:
+        errors.append(
+            SetupError(
+                "renderer.thinking_retention",
+                "the chat template renders messages as written; reasoning retention is a "
+                "feature of the named renderers this build does not implement",
+                "drop renderer.thinking_retention (strip reasoning from your data instead)",
+            )
+        )
     if config.weight_broadcast is not None:
         errors.append(
             SetupError(
