@@ -15,7 +15,10 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def check_model_support(model_cfg, device_type: str) -> None:
+INFLIGHT_DEFAULT = 5
+
+
+def check_model_support(model_cfg, device_type: str, processes: int = 1) -> None:
     errors: list[SetupError] = []
 
     def refuse(path: str, problem: str, fix: str) -> None:
@@ -86,6 +89,21 @@ def check_model_support(model_cfg, device_type: str) -> None:
             "debug.force_balanced_routing",
             "balanced routing is a hook of the custom MoE implementation",
             "set force_balanced_routing = false",
+        )
+    offload = model_cfg.ac_offloading
+    if offload is not None and offload.max_inflight_activations != INFLIGHT_DEFAULT:
+        refuse(
+            "ac_offloading.max_inflight_activations",
+            "activations are copied to host memory as autograd saves them (torch's "
+            "save_on_cpu); this build has no offload pipeline whose depth could be set",
+            f"drop it (the default is {INFLIGHT_DEFAULT})",
+        )
+    if model_cfg.dp_replicate > 1 and processes == 1:
+        refuse(
+            "dp_replicate",
+            f"= {model_cfg.dp_replicate} replicas need at least that many processes; this run "
+            "has one",
+            "set deployment.num_train_gpus to a multiple of dp_replicate, or dp_replicate = 1",
         )
     if model_cfg.compile is not None and device_type == "cpu" and not _has_compiler():
         refuse(

@@ -134,3 +134,26 @@ class Muon(Optimizer):
                 state["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
                 denom = (state["exp_avg_sq"] / (1 - beta2**t)).sqrt_().add_(group["eps"])
                 p.mul_(1 - lr * wd).addcdiv_(state["exp_avg"], denom, value=-lr / (1 - beta1**t))
+
+
+class StateOffload:
+    """`model.optim_cpu_offload` on a GPU: the optimizer state waits in host memory between
+    steps and visits the GPU only for `step()`. On a CPU device there is nothing to move."""
+
+    def __init__(self, optimizer: Optimizer, enabled: bool, device: torch.device) -> None:
+        self.optimizer = optimizer
+        self.device = device
+        self.enabled = enabled and device.type == "cuda"
+
+    def _move(self, device: torch.device) -> None:
+        for state in self.optimizer.state.values():
+            for key, value in state.items():
+                if isinstance(value, torch.Tensor) and key != "step":
+                    state[key] = value.to(device, non_blocking=True)
+
+    def step(self) -> None:
+        if self.enabled:
+            self._move(self.device)
+        self.optimizer.step()
+        if self.enabled:
+            self._move(torch.device("cpu"))

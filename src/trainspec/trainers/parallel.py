@@ -106,14 +106,22 @@ def apply_parallelism(module: CausalLMLoss, model_cfg, world: World) -> CausalLM
     module.to(world.device)
     if world.world_size > 1:
         apply_fsdp(module, model_cfg, world)
-    elif world.device.type == "cpu":
+    else:
         log.info(
-            "one CPU process: parameters, gradients, optimizer state and checkpointed "
-            "activations already live in host memory (fsdp_cpu_offload=%s, "
-            "optim_cpu_offload=%s, ac_offloading=%s need no copies)",
+            "one process: nothing to shard, so model.reshard_after_forward=%s and "
+            "model.reduce_dtype=%s have no effect",
+            model_cfg.reshard_after_forward,
+            model_cfg.reduce_dtype,
+        )
+    if world.device.type == "cpu":
+        offload = model_cfg.ac_offloading
+        log.info(
+            "CPU: parameters, gradients, optimizer state and saved activations already live in "
+            "host memory, so model.fsdp_cpu_offload=%s, model.optim_cpu_offload=%s and "
+            "model.ac_offloading (pin_memory=%s) copy nothing",
             model_cfg.fsdp_cpu_offload,
             model_cfg.optim_cpu_offload,
-            model_cfg.ac_offloading is not None,
+            offload.pin_memory if offload is not None else None,
         )
     return module
 

@@ -32,6 +32,20 @@ def processes(deployment) -> tuple[int, int]:
     return 1, deployment.num_train_gpus
 
 
+def reserved_for_inference(deployment) -> str:
+    """What the deployment leaves free for an inference server (this build starts none)."""
+    if deployment.type == "multi_node":
+        count, unit = deployment.num_infer_nodes, "node"
+    else:
+        count, unit = deployment.num_infer_gpus, "GPU"
+    if not count:
+        return ""
+    return (
+        f"deployment reserves {count} {unit}(s) for an inference server "
+        f"(num_infer_{unit.lower()}s); sft trains on the others and starts no server"
+    )
+
+
 def apply_env(env_vars) -> None:
     for key, value in CPU_DEFAULTS.items():
         os.environ.setdefault(key, value)
@@ -85,6 +99,9 @@ def launch(config) -> int:
     """Train in this process, or spawn torchrun when several processes are asked for."""
     apply_env(config.env_vars)
     nodes, per_node = processes(config.deployment)
+    note = reserved_for_inference(config.deployment)
+    if note and "LOCAL_RANK" not in os.environ:
+        sys.stderr.write(f"sft: {note}\n")
     if nodes * per_node == 1 or "LOCAL_RANK" in os.environ:
         from .run import run_guarded
 

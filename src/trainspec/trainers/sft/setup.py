@@ -11,7 +11,7 @@ TEMPLATE_RENDERERS = ("auto", "default")
 
 def preflight(config, processes: int, device_type: str) -> None:
     """Every refusal that needs no model or data, before any worker starts."""
-    check_model_support(config.model, device_type)
+    check_model_support(config.model, device_type, processes)
     check_sft_support(config, processes)
 
 

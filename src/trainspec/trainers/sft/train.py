@@ -23,7 +23,7 @@ from ..heartbeat import Heartbeat
 from ..housekeeping import GarbageCollector, Profiler
 from ..model import build_model
 from ..monitor import Monitor
-from ..optim import build_optimizer, clip_gradients
+from ..optim import StateOffload, build_optimizer, clip_gradients
 from ..parallel import activation_offload_context, apply_parallelism
 from ..plot import save_plot
 from ..progress import Progress, setup_logging
@@ -106,6 +106,7 @@ def train(config) -> int:
     model = apply_parallelism(model, config.model, world)
     optimizer = build_optimizer(config.optim, model, sharded=world.world_size > 1)
     scheduler = build_scheduler(config.scheduler, optimizer, max_steps=config.max_steps)
+    optimizer_step = StateOffload(optimizer, config.model.optim_cpu_offload, world.device).step
     checkpointer = Checkpointer(config.ckpt, run_dir, world)
     export = hf_exporter(model.lm, tokenizer, config.model.lora)
     control = Control(config.control, run_dir / "control", read_files=world.is_main)
@@ -167,7 +168,7 @@ def train(config) -> int:
         loss, targets = run_step(model, micro_batches, world, config.model.ac_offloading)
         grad_norm = clip_gradients(config.optim, model)
         lr = scheduler.get_last_lr()[0]
-        optimizer.step()
+        optimizer_step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1
