@@ -152,3 +152,35 @@ def test_reference_renderer_section_is_accepted_and_named_ones_refused(tmp_path)
     out, err = refused.communicate(timeout=WAIT)
     assert refused.returncode == 1
     assert 'renderer.name: error: "qwen3"' in err and "Traceback" not in err
+
+
+def test_two_local_nodes_meet_through_torchrun_rendezvous(tmp_path):
+    """Multi-node as users run it: the same command on each "node", NODE_RANK set on each."""
+    import os
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = {**TINY, "max_steps": 2, "data.micro_batch_size": 2, "output_dir": str(tmp_path)}
+    settings |= {"deployment.type": "multi_node", "deployment.num_train_nodes": 2}
+    settings |= {"deployment.gpus_per_node": 1}
+    nodes = [
+        subprocess.Popen(
+            [SFT, *flags(settings)],
+            env={
+                **os.environ,
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "NODE_RANK": str(rank),
+                "OMP_NUM_THREADS": "1",
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    outputs = [node.communicate(timeout=WAIT) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
+    assert _steps(tmp_path / "tiny") == [1, 2]  # rank 0 of the job writes the metrics
