@@ -2,7 +2,7 @@
 side by side in one run.
 
     .venv/bin/python scripts/bench_sft.py [--steps 60] [--warmup 10] [--repeats 1] [--skip-trl]
-                                          [--rows 8] [--seq-len 256] [--threads N]
+                                          [--rows 8] [--seq-len 256] [--threads N] [--keep]
 
 All three train the built-in model (builtin:tiny-qwen3, weights from seed 0) on the built-in
 reverse-text chat task packed into rows of seq-len tokens, `rows` rows per optimizer step, with
@@ -151,6 +151,11 @@ def summarise(steps: list[dict], warmup: int) -> dict:
         "real_per_step": None,
         "real_tok_s": None,
         "losses": [s["loss"] for s in steps],
+        "outside_ms": 1e3 * (wall - sum(s["inner"] for s in timed)),
+        "worst_gap": max(
+            (1e3 * (steps[i]["end"] - steps[i - 1]["end"] - steps[i]["inner"]), i + 1)
+            for i in range(warmup, len(steps))
+        ),
     }
     if all("real" in s for s in timed):
         out["real_per_step"] = sum(s["real"] for s in timed) / len(timed)
@@ -250,9 +255,13 @@ def report(results: dict[str, list[dict]], failures: dict[str, str], args) -> No
         real = f"{s['real_per_step']:.0f}" if s["real_per_step"] else "?"
         lo, hi = s["spread"]["tok_s"]
         spread = f"; tok/s range {lo:,.0f}..{hi:,.0f}" if args.repeats > 1 else ""
+        borrowed = " (the loop's batches)" if which == "sft" and s["real_per_step"] else ""
+        gap, at = s["worst_gap"]
         print(
-            f"{which}: {s['tokens_per_step']:.0f} positions/step, {real} real tokens/step, "
-            f"process {s['process_s']:.1f} s{spread}"
+            f"{which}: {s['tokens_per_step']:.0f} positions/step, {real} real tokens/step"
+            f"{borrowed}, process {s['process_s']:.1f} s{spread}\n"
+            f"  outside the timed steps: {s['outside_ms']:.0f} ms over {args.steps - args.warmup} "
+            f"steps, the most {gap:.0f} ms before step {at}"
         )
         for note in s["notes"]:
             print(f"  {note}")
@@ -299,8 +308,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=default_threads, help="torch threads")
     parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")
     args = parser.parse_args()
-    if args.steps <= args.warmup:
-        parser.error("--steps must be above --warmup")
+    if not 1 <= args.warmup < args.steps:
+        parser.error("need 1 <= --warmup < --steps")
 
     approaches = [a for a in APPROACHES if not (a == "trl" and args.skip_trl)]
     env = child_env(args.threads)

@@ -195,7 +195,8 @@ def run_trl(spec: dict) -> dict:
         trainer = make(datasets.Dataset.from_list(examples), assistant_only=True)
         notes.append("loss mask: assistant_only_loss on `messages` rows")
     except Exception as exc:  # the template has no {% generation %} markers TRL can patch in
-        reason = str(exc).strip().splitlines()[0][:140] if str(exc).strip() else repr(exc)
+        reason = (str(exc).strip().splitlines() or [repr(exc)])[0]
+        reason = reason if len(reason) <= 160 else reason[:157] + "..."
         notes.append(f"assistant_only_loss failed ({type(exc).__name__}: {reason})")
         notes.append(
             "loss mask: completion_only_loss on the same conversations as prompt (system + user) "

@@ -42,13 +42,22 @@ class GarbageCollector:
         if self.interval is not None:
             gc.disable()
 
+    def freeze_setup(self) -> None:
+        """Move what setup built (imports, model, data: ~400k objects) out of every later
+        collection; otherwise each periodic collect walks it all (~150 ms on 2 cores)."""
+        if self.interval is not None:
+            gc.collect()
+            gc.freeze()
+
     def step(self, step: int) -> None:
         if self.interval is not None and step % self.interval == 0:
             gc.collect()
 
     def close(self) -> None:
-        if self.interval is not None and self._was_enabled:
-            gc.enable()
+        if self.interval is not None:
+            gc.unfreeze()
+            if self._was_enabled:
+                gc.enable()
         self.interval = None
 
     def __enter__(self) -> GarbageCollector:

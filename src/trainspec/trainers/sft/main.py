@@ -21,6 +21,8 @@ from pathlib import Path
 from trainspec.cli.entrypoint import run_entrypoint
 from trainspec.config import dump_json
 
+from ..allocator import tune_malloc
+
 # What makes CPU training fast on a shared machine, set before torch loads (env_vars win).
 CPU_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
 
@@ -98,6 +100,7 @@ def run_workers(config, config_path: Path) -> int:
 def launch(config) -> int:
     """Train in this process, or spawn torchrun when several processes are asked for."""
     apply_env(config.env_vars)
+    tune_malloc()
     nodes, per_node = processes(config.deployment)
     note = reserved_for_inference(config.deployment)
     if note and "LOCAL_RANK" not in os.environ:

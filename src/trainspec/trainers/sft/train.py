@@ -154,6 +154,7 @@ def train(config) -> int:
     control.install()
     if val_batches is not None and config.val.eval_on_start and step == 0:
         monitor.log(0, {"val_loss": validate(model, val_batches, world)})
+    collector.freeze_setup()
     last_saved: Path | None = None
     saved_step = -1
     stopped = False

@@ -7,10 +7,12 @@ import sys
 
 from trainspec.config import validate
 
+from ..allocator import tune_malloc
 from .run import run_guarded
 
 
 def main() -> int:
+    tune_malloc()
     with open(sys.argv[1]) as handle:
         config = validate("sft", json.load(handle)).config
     return run_guarded(config)
