@@ -142,3 +142,17 @@ def test_these_modules_import_nothing_heavy():
         [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=300
     )
     assert result.stdout.strip() == "none"
+
+
+def test_freeze_setup_moves_setup_objects_out_of_collections():
+    import gc
+
+    from trainspec.config import load
+    from trainspec.trainers.housekeeping import GarbageCollector
+
+    collector = GarbageCollector(load("sft", [], {"gc.interval": 5}).config.gc)
+    collector.freeze_setup()
+    assert gc.get_freeze_count() > 0
+    collector.close()
+    assert gc.get_freeze_count() == 0
+    assert gc.isenabled()
