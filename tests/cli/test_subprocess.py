@@ -90,3 +90,12 @@ def test_github_format_for_an_override_error() -> None:
     assert result.returncode == 1
     (line,) = result.stdout.splitlines()
     assert line.startswith("::error title=trainspec optim.lrr::--optim.lrr: "), line
+
+
+@pytest.mark.parametrize("form", [["@", "FILE"], ["@FILE"]])
+def test_reference_style_at_file(bad: Path, form: list[str]) -> None:
+    """`validate-config @ file.toml`, as the reference's entrypoints take a file."""
+    argv = [token.replace("FILE", str(bad)) for token in form]
+    result = validate(*argv)
+    assert result.returncode == 1
+    assert f"{bad}:5:" in result.stdout

@@ -1,0 +1,116 @@
+"""Settings this CPU build refuses at start: (the path the error must name, the settings that
+ask for it, whether only a CPU refuses it). Used by test_field_coverage.py."""
+
+from __future__ import annotations
+
+import torch
+
+# -- refusals: (path the error must name, settings that ask for it, CPU-only refusal) ----------
+
+REFUSALS = [
+    ("model.impl", {"model.impl": "custom"}, False),
+    ("model.conversion_dir", {"model.conversion_dir": "/nonexistent/converted"}, False),
+    ("model.attn", {"model.attn": "flash_attention_2"}, True),
+    ("model.attn", {"model.attn": "flash_attention_3"}, True),
+    ("model.attn", {"model.attn": "flash_attention_4"}, True),
+    (
+        "model.vlm",
+        {
+            "model.impl": "custom",
+            "model.optimization_dtype": "bfloat16",
+            "model.reduce_dtype": "bfloat16",
+            "model.vlm": {
+                "vision_encoder_attr": "model.visual",
+                "language_model_attr": "model.language_model",
+                "freeze_vision_encoder": False,
+            },
+        },
+        False,
+    ),
+    ("model.full_offload", {"model.full_offload": True, "model.optim_cpu_offload": False}, False),
+    (
+        "model.full_offload",
+        {
+            "model.full_offload": {"cpu_optimizer_backend": "torch", "numa_bind": False},
+            "model.optim_cpu_offload": False,
+        },
+        False,
+    ),
+    ("model.quantization", {"model.quantization": {"type": "fp8"}}, False),
+    (
+        "model.quantization",
+        {
+            "model.quantization": {
+                "type": "mxfp8",
+                "enable_grouped_gemm": False,
+                "ignore_patterns": ["lm_head"],
+                "recipe": "mxfp8_rceil_wgrad_with_hp",
+                "enable_a2a": False,
+            }
+        },
+        False,
+    ),
+    ("model.index_cache", {"model.index_cache": {"topk_freq": 2, "topk_pattern": "x"}}, False),
+    ("model.cp", {"model.cp": 2, "model.cp_style": "ulysses"}, False),
+    ("model.ep", {"model.ep": 2}, False),
+    (
+        "model.ep_comm_backend",
+        {
+            "model.ep_comm_backend": "deepep",
+            "model.deepep_num_sms": 24,
+            "model.deepep_token_chunk_size": 128,
+            "optim.max_norm": None,
+        },
+        False,
+    ),
+    ("model.moe_fused_kernel", {"model.moe_fused_kernel": True}, False),
+    (
+        "model.ac_offloading.max_inflight_activations",
+        {"model.ac_offloading": {"max_inflight_activations": 2}},
+        False,
+    ),
+    ("model.dp_replicate", {"model.dp_replicate": 2}, False),
+    ("model.debug.force_balanced_routing", {"model.debug.force_balanced_routing": True}, False),
+    ("memory_profiler_path", {"memory_profiler_path": "PROFILE"}, True),
+    ("renderer.name", {"renderer.name": "qwen3"}, False),
+    ("renderer.thinking_retention", {"renderer.thinking_retention": "all"}, False),
+    ("weight_broadcast", {"weight_broadcast": {"type": "filesystem"}}, False),
+    (
+        "weight_broadcast",
+        {
+            "weight_broadcast": {
+                "type": "nccl",
+                "host": "127.0.0.1",
+                "port": 29999,
+                "timeout": 5,
+                "inference_world_size": 2,
+                "quantize_in_weight_transfer": True,
+            }
+        },
+        False,
+    ),
+    (
+        "weight_broadcast",
+        {"weight_broadcast": {"type": "nixl", "session_id": "s", "inference_world_size": 2}},
+        False,
+    ),
+]
+
+
+def _refusal_id(row) -> str:
+    path, settings, _ = row
+    value = settings.get(path)
+    if isinstance(value, dict):
+        value = value.get("type", "on")
+    return f"{path}={value}"
+
+
+REFUSAL_IDS = [_refusal_id(row) for row in REFUSALS]
+assert len(set(REFUSAL_IDS)) == len(REFUSAL_IDS), REFUSAL_IDS
+
+
+def applies_here(cpu_only: bool) -> bool:
+    return not (cpu_only and torch.cuda.is_available())
+
+
+REFUSED_PATHS = {path for path, _, cpu_only in REFUSALS if applies_here(cpu_only)}
