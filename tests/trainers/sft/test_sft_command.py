@@ -184,3 +184,26 @@ def test_two_local_nodes_meet_through_torchrun_rendezvous(tmp_path):
     outputs = [node.communicate(timeout=WAIT) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
     assert _steps(tmp_path / "tiny") == [1, 2]  # rank 0 of the job writes the metrics
+
+
+def test_sigterm_to_a_torchrun_job_stops_every_worker_after_a_save(tmp_path):
+    proc = sft_process(
+        tmp_path,
+        "--max-steps",
+        "100000",
+        "--ckpt.interval",
+        "None",
+        "--deployment.num-train-gpus",
+        "2",
+        "--deployment.gpus-per-node",
+        "2",
+        "--data.micro-batch-size",
+        "2",
+    )
+    run = _run_dir(tmp_path)
+    _wait_for(lambda: len(_steps(run)) >= 2, proc, "two steps")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == 0, err[-3000:]
+    assert _checkpoints(run) == [_steps(run)[-1]]
+    assert "the workers stopped after their step" in err

@@ -92,6 +92,10 @@ def run_workers(config, config_path: Path) -> int:
         )
         return failure.exitcode if failure.exitcode > 0 else 1
     except SignalException as err:
+        stop = config.control.stop_signal if config.control is not None else None
+        if err.sigval.name == stop:  # forwarded to every worker: they finished the step, saved
+            sys.stderr.write(f"sft: {stop}: the workers stopped after their step\n")
+            return 0
         sys.stderr.write(f"sft: stopped by {err.sigval.name}\n")
         return 128 + int(err.sigval)
     return 0
