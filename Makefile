@@ -2,7 +2,7 @@
 PYTHON ?= .venv/bin/python
 STAMP := .venv/.installed
 
-.PHONY: install run gen check lint test parity
+.PHONY: install run rl-demo gen check lint test parity
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv .venv
@@ -14,6 +14,10 @@ install: $(STAMP)  ## .venv with trainspec (editable), the trainers and the dev 
 
 run: install  ## train the built-in SFT demo (tiny model, reverse-text task, CPU, ~2 minutes)
 	.venv/bin/sft configs/sft/demo.toml
+
+rl-demo: install  ## the RL demo: a partly trained SFT start, then RL raises its reward (~4 minutes)
+	.venv/bin/sft configs/rl/demo-sft.toml
+	.venv/bin/rl configs/rl/demo.toml
 
 gen:  ## regenerate generated/ from schema/
 	$(PYTHON) scripts/gen.py

@@ -10,7 +10,7 @@ from typing_extensions import TypeAliasType
 
 class DefaultLossConfig(ConfigModel):
     """
-    DPPO-masked policy-gradient loss with a KL term.
+    DPPO loss: per trained token, -adv_tau * A * exp(lp - lq) + kl_tau * (lp - lq)^2, summed over tokens and divided by the step's trained tokens (lp: the trainer's log-probability, lq: the sampler's, A: the advantage). The advantage term is dropped for a token whose probability moved too far in the advantage's direction: A > 0 and exp(lp) - exp(lq) > dppo_mask_high, or A <= 0 and exp(lp) - exp(lq) < -dppo_mask_low.
     """
 
     model_config = ConfigDict(
@@ -35,7 +35,7 @@ class DefaultLossConfig(ConfigModel):
 
 class IPOLossConfig(ConfigModel):
     """
-    IPO-style masked loss.
+    IPO-style loss: the same per-token terms as the default loss, with a symmetric trust region: the advantage term is dropped for a token with |exp(lp) - exp(lq)| > ipo_threshold.
     """
 
     model_config = ConfigDict(
@@ -55,7 +55,7 @@ class IPOLossConfig(ConfigModel):
 
 class CustomLossConfig(ConfigModel):
     """
-    A loss function of your own, imported by dotted path.
+    A loss of your own: import_path names a function ('package.module:function' or 'package.module.function'), imported when training starts (never by validate-config) and called as fn(inputs, **kwargs) with a trainspec.trainers.rl.loss.LossInputs; it returns a LossOutputs whose loss is a sum over tokens.
     """
 
     model_config = ConfigDict(

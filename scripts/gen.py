@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "schema"
 GENERATED = ROOT / "generated"
 REFERENCE = ROOT / "docs" / "reference.md"
-BUNDLED = ("base_trainer", "rl_trainer", "sft_trainer")
+BUNDLED = ("base_trainer", "rl_trainer", "sft_trainer", "orchestrator", "rl")
 
 
 def generate(out: Path) -> None:

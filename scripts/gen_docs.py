@@ -111,6 +111,22 @@ def reference(schemas: dict[str, dict[str, Any]]) -> str:
     for title, info in (("RL trainer only", rl), ("SFT trainer only", sft)):
         out += ["", f"## {title}", ""]
         out += _rows(info, [k for p, k in info.keys.items() if p[0] not in base])
+    orchestrator = infos["orchestrator"]
+    out += ["", "## Orchestrator", ""]
+    out += ["The `orchestrator` command's settings (schema orchestrator.json).", ""]
+    out += _rows(orchestrator, list(orchestrator.keys.values()))
+    combined = infos["rl_run"]
+    out += ["", "## rl: trainer and orchestrator in one file", ""]
+    out += [
+        "The `rl` command's settings (schema rl.json). `[trainer]` takes every RL trainer key "
+        "and `[orchestrator]` every orchestrator key; the shared keys below are written once "
+        "and copied into both.",
+        "",
+    ]
+    out += _rows(
+        combined,
+        [k for p, k in combined.keys.items() if p[0] not in ("trainer", "orchestrator")],
+    )
     renamed = {
         (key.dotted, ".".join((*path[:-1], key.renamed_to)))
         for info in (rl, sft)
@@ -130,7 +146,13 @@ def reference(schemas: dict[str, dict[str, Any]]) -> str:
 def write_reference(bundle_dir: Path, out: Path) -> None:
     schemas = {
         kind: json.loads((bundle_dir / f"{name}.json").read_text())
-        for kind, name in (("rl", "rl_trainer"), ("sft", "sft_trainer"), ("base", "base_trainer"))
+        for kind, name in (
+            ("rl", "rl_trainer"),
+            ("sft", "sft_trainer"),
+            ("base", "base_trainer"),
+            ("orchestrator", "orchestrator"),
+            ("rl_run", "rl"),
+        )
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(reference(schemas))

@@ -12,7 +12,12 @@ from referencing import Registry, Resource
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_DIR = ROOT / "schema"
 BUNDLE_DIR = ROOT / "generated" / "schemas"
-SCHEMA_NAMES = {"rl": "rl_trainer", "sft": "sft_trainer"}
+SCHEMA_NAMES = {
+    "rl": "rl_trainer",
+    "sft": "sft_trainer",
+    "orchestrator": "orchestrator",
+    "rl_run": "rl",
+}
 
 
 @cache

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from trainspec.config.bundle import SCHEMA_NAMES
-from trainspec.config.kinds import KINDS
+from trainspec.config.kinds import ALL_KINDS
 
 from .overrides import takes_value
 
@@ -70,7 +70,7 @@ def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> Command
         s for action in parser._actions if action.nargs != 0 for s in action.option_strings
     }
     info = None
-    if kind_hint in KINDS and any(
+    if kind_hint in ALL_KINDS and any(
         t.startswith("--") and t.split("=")[0] not in option_flags for t in argv
     ):
         from trainspec.config.schema_info import schema_info  # only for overrides

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from trainspec.config.kinds import KINDS
+from trainspec.config.kinds import ALL_KINDS
 from trainspec.config.positions import PositionIndex, index_positions
 from trainspec.config.schema_info import schema_info
 from trainspec.config.sources import ConfigFileError, read_file
@@ -316,7 +316,9 @@ def build_parser(out: TextIO) -> Parser:
     )
     parser.add_argument("files", nargs="*", metavar="FILE", help="TOML config files to migrate")
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    parser.add_argument("--kind", choices=KINDS, help="config kind (default: the #:schema line)")
+    parser.add_argument(
+        "--kind", choices=ALL_KINDS, help="config kind (default: the #:schema line)"
+    )
     parser.add_argument(
         "--check",
         action="store_true",

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from trainspec.config.kinds import KINDS
+from trainspec.config.kinds import ALL_KINDS
 from trainspec.config.loader import Outcome, check_sources
 from trainspec.config.sources import ConfigFileError, FlagSource, Source, read_file
 
@@ -47,7 +47,9 @@ def build_parser(out: TextIO) -> Parser:
         out=out,
     )
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    parser.add_argument("--kind", choices=KINDS, help="config kind (default: the #:schema line)")
+    parser.add_argument(
+        "--kind", choices=ALL_KINDS, help="config kind (default: the #:schema line)"
+    )
     parser.add_argument(
         "--format", choices=("text", "json", "github"), default="text", help="report format"
     )

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from . import KINDS, ConfigError, ConfigFileError, dump_json, load
+from . import ConfigError, ConfigFileError, dump_json, load
+from .kinds import ALL_KINDS as KINDS
 
 
 def main(argv: list[str] | None = None) -> int:

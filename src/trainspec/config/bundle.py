@@ -10,7 +10,12 @@ from typing import Any
 
 import trainspec.generated
 
-SCHEMA_NAMES = {"rl": "rl_trainer", "sft": "sft_trainer"}
+SCHEMA_NAMES = {
+    "rl": "rl_trainer",
+    "sft": "sft_trainer",
+    "orchestrator": "orchestrator",
+    "rl_run": "rl",
+}
 BUNDLE_DIR = Path(trainspec.generated.__file__).parent / "schemas"
 
 

@@ -1,5 +1,9 @@
-"""The two kinds of trainer config and their generated classes (imported on first use, so a
-process that checks an RL config never builds the SFT classes)."""
+"""The kinds of config and their generated classes (imported on first use, so a process that
+checks an RL config never builds the SFT classes).
+
+`KINDS` are the two trainer configs (they share `base_trainer` and its rules); `ALL_KINDS` adds
+the orchestrator's config and `rl_run`, the combined config of `rl` (schema rl.json: trainer and
+orchestrator in one file)."""
 
 from __future__ import annotations
 
@@ -15,10 +19,14 @@ if TYPE_CHECKING:
 
 Kind = Literal["rl", "sft"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
+AnyKind = Literal["rl", "sft", "orchestrator", "rl_run"]
+ALL_KINDS: tuple[AnyKind, ...] = get_args(AnyKind)
 
 CLASS_NAMES: dict[str, tuple[str, str]] = {
     "rl": ("trainspec.generated.rl_trainer", "RLTrainerConfig"),
     "sft": ("trainspec.generated.sft_trainer", "SFTTrainerConfig"),
+    "orchestrator": ("trainspec.generated.orchestrator", "OrchestratorConfig"),
+    "rl_run": ("trainspec.generated.rl", "RLConfig"),
 }
 
 
@@ -26,7 +34,7 @@ def config_class(kind: str) -> type[BaseTrainerConfig]:
     try:
         module, name = CLASS_NAMES[kind]
     except KeyError:
-        choices = ", ".join(KINDS)
+        choices = ", ".join(ALL_KINDS)
         raise ValueError(f"unknown config kind {kind!r}; choose one of {choices}") from None
     return getattr(importlib.import_module(module), name)
 

@@ -133,6 +133,10 @@ def check_document(kind: Kind, data: dict[str, Any]) -> tuple[Any, list, list]:
     errors = schema_check.check(kind, data)
     if errors:
         return None, errors, []
+    if kind == "rl_run":  # shared settings into [trainer] and [orchestrator] first
+        from trainspec.validators.rl_run import propagate_shared
+
+        data = propagate_shared(data)
     try:
         config = config_class(kind).model_validate(data)
     except ValidationError as exc:

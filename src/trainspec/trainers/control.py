@@ -160,6 +160,15 @@ class Control:
                 logger.info("control: %s requested at step %d", command, step)
         return Commands(checkpoint=wanted["checkpoint"], stop=wanted["stop"])
 
+    def stop_pending(self) -> bool:
+        """Whether a stop is waiting for the next `poll` (signal or command file); consumes
+        nothing, so a loop blocked on input can give up early and let `poll` answer it."""
+        if not self.enabled:
+            return False
+        if self._received["stop"] != self._answered["stop"]:
+            return True
+        return self.dir is not None and (self.dir / "stop").exists()
+
     def _take_file(self, command: str) -> bool:
         path = self.dir / command
         try:

@@ -149,7 +149,10 @@ class CausalLMLoss(nn.Module):
     def layers(self) -> nn.ModuleList:
         return self.lm.get_decoder().layers
 
-    def forward(self, input_ids, position_ids, labels) -> torch.Tensor:
+    def forward(self, input_ids, position_ids, labels, temperature=None) -> torch.Tensor:
+        """The summed next-token loss of the micro-batch; with a `temperature` instead, the
+        log-probability of every label under softmax(logits / temperature), flattened, 0 where
+        the label is -100 (the RL trainer's per-token view)."""
         decoder = self.lm.get_decoder()
         hidden = decoder(
             input_ids=input_ids, position_ids=position_ids, use_cache=False
@@ -158,13 +161,18 @@ class CausalLMLoss(nn.Module):
         hidden = hidden.reshape(-1, hidden.size(-1))
         labels = labels.reshape(-1)
         step = self.chunk or hidden.size(0)
-        total = hidden.new_zeros((), dtype=torch.float32)
+        pieces = []
         for start in range(0, hidden.size(0), step):
             logits = head(hidden[start : start + step]).float()
-            total = total + nn.functional.cross_entropy(
-                logits, labels[start : start + step], ignore_index=-100, reduction="sum"
+            if temperature is not None:
+                logits = logits / temperature
+            pieces.append(
+                nn.functional.cross_entropy(
+                    logits, labels[start : start + step], ignore_index=-100, reduction="none"
+                )
             )
-        return total
+        losses = torch.cat(pieces)
+        return losses.sum() if temperature is None else -losses
 
 
 def build_model(model_cfg, world: World, seed: int) -> CausalLMLoss:

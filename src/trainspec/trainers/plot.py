@@ -1,6 +1,8 @@
-"""A picture of the run at its end: loss (and validation loss) against step, learning rate below.
+"""A picture of the run at its end: by default loss (and validation loss) against step, learning
+rate below; `panels` chooses other metrics (the RL run draws reward above loss).
 
     save_plot(monitor.history, run_dir / "loss.png")   # the path, or None
+    save_plot(history, run_dir / "rl.png", (("reward", ("reward",)), ("loss", ("loss",))))
 
 `history` is the Monitor's list of records (`step` plus metrics). Records without a number for a
 metric are skipped for that metric, so train and validation records can be mixed freely. The
@@ -33,10 +35,19 @@ def _series(history: list[dict], key: str) -> tuple[list[float], list[float]]:
     return steps, values
 
 
-def save_plot(history: list[dict], path: Path) -> Path | None:
-    """Write a PNG of loss, val_loss and lr against step; None when there is nothing to plot."""
-    loss, val_loss, lr = (_series(history, key) for key in ("loss", "val_loss", "lr"))
-    if not (loss[0] or val_loss[0] or lr[0]):
+# (y-axis label, metrics drawn on it) per panel, top to bottom
+Panels = tuple[tuple[str, tuple[str, ...]], ...]
+TRAINING_PANELS: Panels = (("loss", ("loss", "val_loss")), ("learning rate", ("lr",)))
+
+
+def save_plot(history: list[dict], path: Path, panels: Panels = TRAINING_PANELS) -> Path | None:
+    """Write a PNG of the `panels` metrics against step; None when there is nothing to plot."""
+    drawn = [(label, [(key, _series(history, key)) for key in keys]) for label, keys in panels]
+    drawn = [
+        (label, [(key, series) for key, series in lines if series[0]]) for label, lines in drawn
+    ]
+    drawn = [(label, lines) for label, lines in drawn if lines]
+    if not drawn:
         return None
     try:
         import matplotlib  # noqa: F401 (only the Agg canvas is used, see _draw)
@@ -47,7 +58,7 @@ def save_plot(history: list[dict], path: Path) -> Path | None:
     path = Path(path)
     partial = path.with_name(f".{path.name}.partial")
     try:
-        figure = _draw(loss, val_loss, lr)
+        figure = _draw(drawn)
         path.parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(partial, format="png", dpi=120)
         os.replace(partial, path)
@@ -59,30 +70,25 @@ def save_plot(history: list[dict], path: Path) -> Path | None:
     return path
 
 
-def _draw(loss, val_loss, lr):
-    """The figure, on an Agg canvas of its own (pyplot's global state is never touched)."""
+def _draw(panels):
+    """The figure, on an Agg canvas of its own (pyplot's global state is never touched).
+    A series with one point per few steps (validation, evaluation) gets markers."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    has_loss = bool(loss[0] or val_loss[0])
-    panels = int(has_loss) + int(bool(lr[0]))
-    figure = Figure(figsize=(8, 3.2 * panels + 0.6), layout="constrained")
+    figure = Figure(figsize=(8, 3.2 * len(panels) + 0.6), layout="constrained")
     FigureCanvasAgg(figure)
-    axes = figure.subplots(panels, 1, sharex=True, squeeze=False)[:, 0]
-    if has_loss:
-        ax = axes[0]
-        if loss[0]:
-            ax.plot(*loss, label="loss", linewidth=1.2)
-        if val_loss[0]:
-            ax.plot(*val_loss, label="val_loss", marker="o", markersize=3, linewidth=1.2)
-        ax.set_ylabel("loss")
+    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (label, lines) in zip(axes, panels, strict=True):
+        for key, (steps, values) in lines:
+            sparse = len(steps) < 0.5 * max(len(s) for _, (s, _) in lines)
+            style = {"marker": "o", "markersize": 3} if sparse else {}
+            ax.plot(steps, values, label=key, linewidth=1.2, **style)
+        ax.set_ylabel(label)
+        if label == "learning rate":
+            ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
         ax.grid(alpha=0.3)
-        ax.legend(loc="upper right")
-    if lr[0]:
-        ax = axes[-1]
-        ax.plot(*lr, color="tab:green", linewidth=1.2)
-        ax.set_ylabel("learning rate")
-        ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-        ax.grid(alpha=0.3)
+        if len(lines) > 1:
+            ax.legend(loc="best")
     axes[-1].set_xlabel("step")
     return figure

@@ -15,7 +15,7 @@ nothing below that.
 `Progress` shows a tqdm bar (step, loss, tokens/s, ETA) when its stream is a terminal and tqdm is
 installed; otherwise it writes a plain line (step, loss, lr, tokens/s, elapsed, ETA) at most
 every `log.interval` seconds, plus one for the last step at `close()`; in JSON mode those lines
-are JSON records too. The metrics it reads are "loss", "lr" and "tokens_per_s"; others are left
+are JSON records too. It reads "loss", "reward" (RL), "lr" and "tokens_per_s"; others are left
 to the monitors. A stream that breaks (closed pipe) silences the progress, never the training.
 """
 
@@ -222,6 +222,9 @@ class Progress:
         loss = _number(self._metrics.get("loss"))
         if loss is not None:
             postfix.append(f"loss={loss:.4f}")
+        reward = _number(self._metrics.get("reward"))
+        if reward is not None:
+            postfix.append(f"reward={reward:.3f}")
         if self._rates:
             postfix.append(f"tok/s={self._rates[-1]:,.0f}")
             self._rates.clear()
@@ -245,6 +248,9 @@ class Progress:
         parts = [f"step {self._step}" + (f"/{self.total}" if self.total is not None else "")]
         if loss is not None:
             parts.append(f"loss {loss:.4f}")
+        reward = _number(self._metrics.get("reward"))
+        if reward is not None:
+            parts.append(f"reward {reward:.3f}")
         if lr is not None:
             parts.append(f"lr {lr:.2e}")
         if rate is not None:

@@ -7,7 +7,7 @@ from typing import Literal
 
 from trainspec.issues import ConfigIssue, toml_value
 
-Kind = Literal["rl", "sft"]
+Kind = Literal["rl", "sft", "orchestrator", "rl_run"]
 
 
 @dataclass(slots=True)

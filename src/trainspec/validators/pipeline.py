@@ -51,6 +51,8 @@ class _ModeRules(Mapping[str, tuple[Rule, ...]]):
     modules = {
         "rl": ("trainspec.validators.rl", "RL_RULES"),
         "sft": ("trainspec.validators.sft", "SFT_RULES"),
+        "orchestrator": ("trainspec.validators.orchestrator", "ORCHESTRATOR_RULES"),
+        "rl_run": ("trainspec.validators.rl_run", "RL_RUN_RULES"),
     }
 
     def __getitem__(self, kind: str) -> tuple[Rule, ...]:
@@ -68,6 +70,9 @@ MODE_RULES: Mapping[str, tuple[Rule, ...]] = _ModeRules()
 
 
 def rules_for(kind: Kind) -> Sequence[Rule]:
+    """A trainer's shared rules then its own; the other kinds have only their own."""
+    if kind in ("orchestrator", "rl_run"):
+        return MODE_RULES[kind]
     return (*SHARED_RULES, *MODE_RULES[kind])
 
 

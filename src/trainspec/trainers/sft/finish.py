@@ -1,8 +1,6 @@
-"""What the run says when it ends: held-out task accuracy (built-in tasks) and the closing line."""
+"""What the SFT run adds to its closing line: held-out accuracy on a built-in task."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from ..tasks import BUILTIN_DATASETS, evaluate_exact_match
 from ..world import World
@@ -19,15 +17,3 @@ def task_report(config, model, tokenizer, world: World) -> str | None:
     examples = task.examples("test")[:HELD_OUT]
     score = evaluate_exact_match(model.lm, tokenizer, examples, world.device)
     return f"held-out exact match {score:.1%} ({len(examples)} {name} test examples)"
-
-
-def closing_line(
-    run_dir: Path, step: int, checkpoint: Path | None, plot: Path | None, report: str | None
-) -> str:
-    parts = [f"done after step {step}: run {run_dir}"]
-    parts.append(f"checkpoint {checkpoint}" if checkpoint else "no checkpoint ([ckpt] is off)")
-    if plot:
-        parts.append(f"plot {plot}")
-    if report:
-        parts.append(report)
-    return "; ".join(parts)

@@ -17,23 +17,20 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from ..bookkeeping import Bookkeeping, closing_line
 from ..ckpt import Checkpointer, resolve_resume
-from ..control import Control
-from ..heartbeat import Heartbeat
-from ..housekeeping import GarbageCollector, Profiler
 from ..model import build_model
-from ..monitor import Monitor
 from ..optim import StateOffload, build_optimizer, clip_gradients
 from ..parallel import activation_offload_context, apply_parallelism
 from ..plot import save_plot
-from ..progress import Progress, setup_logging
+from ..progress import setup_logging
 from ..run_files import write_resolved_config
 from ..scheduler import build_scheduler
 from ..tokenizer import build_tokenizer
 from ..weights import hf_exporter
-from ..world import World, all_reduce_sum, any_rank, close_world, init_world
+from ..world import World, all_reduce_sum, close_world, init_world
 from .data import build_sft_data, build_val_batches, describe_sample
-from .finish import closing_line, task_report
+from .finish import task_report
 from .setup import preflight
 
 log = logging.getLogger("trainspec.sft")
@@ -109,17 +106,6 @@ def train(config) -> int:
     optimizer_step = StateOffload(optimizer, config.model.optim_cpu_offload, world.device).step
     checkpointer = Checkpointer(config.ckpt, run_dir, world)
     export = hf_exporter(model.lm, tokenizer, config.model.lora)
-    control = Control(config.control, run_dir / "control", read_files=world.is_main)
-    monitor = Monitor(
-        config.monitors,
-        run_dir,
-        config.run.name,
-        document if world.is_main else {},
-        enabled=world.is_main,
-    )
-    heartbeat = Heartbeat(config.heartbeat)
-    collector = GarbageCollector(config.gc)
-    profiler = Profiler(config.trace_path, config.memory_profiler_path, world.device.type)
 
     # -- resume ----------------------------------------------------------------------------
     step, tokens_seen = 0, 0
@@ -150,11 +136,12 @@ def train(config) -> int:
         )
 
     # -- the loop --------------------------------------------------------------------------
-    progress = Progress(config.max_steps, step, config.log, enabled=world.is_main)
-    control.install()
+    books = Bookkeeping.build(
+        config, run_dir, config.run.name, document if world.is_main else {}, world, step
+    )
     if val_batches is not None and config.val.eval_on_start and step == 0:
-        monitor.log(0, {"val_loss": validate(model, val_batches, world)})
-    collector.freeze_setup()
+        books.monitor.log(0, {"val_loss": validate(model, val_batches, world)})
+    books.start()
     last_saved: Path | None = None
     saved_step = -1
     stopped = False
@@ -187,31 +174,21 @@ def train(config) -> int:
         }
         if val_batches is not None and step % config.val.interval == 0:
             metrics["val_loss"] = validate(model, val_batches, world)
-        monitor.log(step, metrics)
-        progress.update(step, metrics)
-        heartbeat.beat(step)
-        collector.step(step)
-        profiler.step()
+        books.record(step, metrics)
 
-        commands = control.poll(step)
-        wants_checkpoint = any_rank(commands.checkpoint, world)
-        stopped = any_rank(commands.stop, world)
-        if checkpointer.due(step) or wants_checkpoint or (stopped and control.checkpoint_on_stop):
+        asked = books.commands(step)
+        if books.should_save(step, checkpointer, asked):
             last_saved, saved_step = save(step), step
-        if stopped:
-            progress.write(f"stop requested: stopping after step {step}")
+        if asked.stop:
+            stopped = True
+            books.progress.write(f"stop requested: stopping after step {step}")
             break
 
     # -- the end ---------------------------------------------------------------------------
     if config.ckpt is not None and saved_step != step and not stopped:
         last_saved = save(step)
-    control.close()
-    progress.close()
-    profiler.close()
-    collector.close()
-    heartbeat.close()
-    monitor.close()
-    plot = save_plot(monitor.history, run_dir / "loss.png") if world.is_main else None
+    books.close()
+    plot = save_plot(books.monitor.history, run_dir / "loss.png") if world.is_main else None
     if world.is_main:
         report = task_report(config, model, tokenizer, world)
         print(closing_line(run_dir, step, last_saved, plot, report), flush=True)

@@ -1,0 +1,185 @@
+"""The orchestrator loop, top to bottom: for every trainer step, take the newest weights the
+async limit allows, sample `rollouts_per_example` completions of each prompt, score them, turn
+rewards into group-relative advantages, pack and ship one share per trainer rank.
+
+    orchestrator configs/orchestrator/demo.toml      # beside a running `rl-trainer`
+    rl configs/rl/demo.toml                          # both, started together
+
+The batch for step n is sampled with the weights of step n - max_async_level or newer, so with
+max_async_level = 1 sampling step n overlaps the trainer's step n - 1. After the last batch the
+orchestrator waits for the trainer's final weights and evaluates them.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from ..monitor import Monitor
+from ..progress import setup_logging
+from ..rl.batch import RolloutBatch, Sample, pack_samples
+from ..rl.transport import build_sender
+from ..run_files import write_resolved_config
+from ..tasks import _stop_id
+from .advantages import group_advantages
+from .policy import Policy, load_tokenizer
+from .task import Task
+
+log = logging.getLogger("trainspec.orchestrator")
+
+
+class StopFlag:
+    """SIGTERM / SIGINT: finish the current step, then stop."""
+
+    def __init__(self) -> None:
+        self.raised = False
+        if threading.current_thread() is threading.main_thread():  # Python's rule for handlers
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, self._set)
+
+    def _set(self, signum, frame) -> None:
+        self.raised = True
+
+    def __call__(self) -> bool:
+        return self.raised
+
+
+def score_groups(task: Task, prompts, groups) -> list[list[float]]:
+    return [
+        [task.reward(c.text, prompt.answer, c.finished) for c in group]
+        for prompt, group in zip(prompts, groups, strict=True)
+    ]
+
+
+def evaluate(policy: Policy, task: Task, count: int, max_tokens: int) -> float:
+    prompts = task.first(count)
+    answers = policy.sampler.greedy([p.ids for p in prompts], max_tokens=max_tokens)
+    hits = [
+        a.finished and task.exact(a.text, p.answer) for p, a in zip(prompts, answers, strict=True)
+    ]
+    return sum(hits) / max(1, len(hits))
+
+
+def run(config) -> int:
+    # -- setup ------------------------------------------------------------------------------
+    setup_logging(config.log, 0)
+    run_dir = Path(config.output_dir)
+    own_dir = run_dir / "orchestrator"
+    document = write_resolved_config(config, own_dir, "orchestrator")
+    should_stop = StopFlag()
+    tokenizer = load_tokenizer(config.model)
+    stop_id = _stop_id(tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_id
+    task = Task(config.task, tokenizer, seed=config.seed)
+    held_out = (
+        Task(config.task, tokenizer, seed=config.seed, split=config.eval.split)
+        if (config.eval is not None)
+        else None
+    )
+    policy = Policy(config, run_dir, tokenizer, stop_id)
+    sender = build_sender(config.rollout_transport, run_dir, config.trainer_ranks)
+    monitor = Monitor(config.monitors, own_dir, own_dir.name, document)
+    prompts_per_step = config.batch_size // config.rollouts_per_example
+
+    # -- start where the trainer is ---------------------------------------------------------
+    if not policy.wait_for(0, should_stop):
+        return 0
+    step = policy.step  # a resumed trainer publishes its resume step first
+    log.info("starting at step %d with the weights of step %d", step, policy.step)
+    if held_out is not None:
+        monitor.log(
+            step,
+            {
+                "eval_exact_match": evaluate(
+                    policy, held_out, config.eval.num_examples, config.sampling.max_tokens
+                )
+            },
+        )
+
+    # -- the loop --------------------------------------------------------------------------
+    last_line = time.monotonic()
+    while config.max_steps is None or step < config.max_steps:
+        waited = time.perf_counter()
+        if not policy.wait_for(step - config.max_async_level, should_stop):
+            break
+        started = time.perf_counter()
+        prompts = task.prompts(step, prompts_per_step)
+        groups = policy.sampler.sample(
+            [p.ids for p in prompts],
+            config.rollouts_per_example,
+            temperature=config.sampling.temperature,
+            max_tokens=config.sampling.max_tokens,
+            seed=config.seed * 1_000_003 + step,
+        )
+        rewards = score_groups(task, prompts, groups)
+        advantages = group_advantages(rewards)
+        samples = [
+            Sample(prompt.ids, c.token_ids, c.logprobs, advantage, reward)
+            for prompt, group, group_rewards, group_advs in zip(
+                prompts, groups, rewards, advantages, strict=True
+            )
+            for c, reward, advantage in zip(group, group_rewards, group_advs, strict=True)
+            if advantage != 0.0  # a sample no better or worse than its group teaches nothing
+        ]
+        shares = pack_samples(
+            samples,
+            seq_len=config.seq_len,
+            micro_batch_size=config.micro_batch_size,
+            ranks=config.trainer_ranks,
+            pad_id=pad_id,
+        )
+        flat = [r for group in rewards for r in group]
+        mean_reward = sum(flat) / len(flat)
+        for rank, share in enumerate(shares):
+            sender.send(
+                step,
+                rank,
+                RolloutBatch(step, policy.step, config.sampling.temperature, share, mean_reward),
+            )
+        done = time.perf_counter()
+        lengths = [len(c.token_ids) for group in groups for c in group]
+        metrics = {
+            "reward": mean_reward,
+            "reward_std": float(torch.tensor(flat).std()) if len(flat) > 1 else 0.0,
+            "shipped_samples": len(samples),
+            "completion_len": sum(lengths) / len(lengths),
+            "truncated": sum(not c.finished for g in groups for c in g) / len(flat),
+            "policy_step": policy.step,
+            "samples_per_s": len(flat) / (done - started),
+            "sample_time_s": done - started,
+            "wait_s": started - waited,
+        }
+        step += 1
+        final_step = step == config.max_steps  # evaluated below, with the final weights
+        if held_out is not None and step % config.eval.interval == 0 and not final_step:
+            metrics["eval_exact_match"] = evaluate(
+                policy, held_out, config.eval.num_examples, config.sampling.max_tokens
+            )
+        monitor.log(step, metrics)
+        if time.monotonic() - last_line >= config.log.interval or step == config.max_steps:
+            last_line = time.monotonic()
+            log.info(
+                "step %d | reward %.3f | policy %d | %.1f samples/s",
+                step,
+                mean_reward,
+                policy.step,
+                metrics["samples_per_s"],
+            )
+        if should_stop():
+            break
+
+    # -- the end: the trainer's final weights, evaluated ------------------------------------
+    final = step if not should_stop() else None
+    if final is not None and policy.wait_for(final, should_stop) and held_out is not None:
+        score = evaluate(policy, held_out, config.eval.num_examples, config.sampling.max_tokens)
+        monitor.log(final, {"eval_exact_match": score})
+        log.info("final weights (step %d): held-out exact match %.1f%%", final, 100 * score)
+    sender.close()
+    policy.close()
+    monitor.close()
+    return 0

@@ -1,0 +1,126 @@
+"""The policy the orchestrator samples from: the newest weights the trainer has broadcast.
+
+    policy = Policy(config, run_dir, tokenizer, stop_id)
+    policy.wait_for(step - max_async_level, should_stop)   # False when stopped while waiting
+    policy.sampler.sample(...), policy.step
+
+The trainer publishes its starting weights as step 0 (or its resume step) before it trains, so
+the orchestrator's first policy is exactly the trainer's. The local sampler builds its model from
+the first broadcast directory and copies every later broadcast into it in place; a server
+sampler is told about each new directory (see sampler_openai.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from ..builtin import builtin_model_dir, is_builtin
+from ..errors import SetupError
+from ..rl.broadcast import broadcast_dir, ready_steps
+from .sampler import LocalSampler
+
+log = logging.getLogger("trainspec.orchestrator")
+POLL_S = 0.05
+WAIT_NOTE_S = 60.0
+
+
+def load_tokenizer(model_cfg):
+    from transformers import AutoTokenizer
+
+    name = model_cfg.name
+    source = builtin_model_dir(name) if is_builtin(name) else name
+    if source is None:
+        raise SetupError(
+            "orchestrator.model.name",
+            f"{name!r} is not a built-in model",
+            'use "builtin:tiny-qwen3"',
+        )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(source), trust_remote_code=model_cfg.trust_remote_code
+        )
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SetupError(
+            "orchestrator.model.name",
+            f"cannot load a tokenizer from {name!r} ({reason})",
+            "check the name and the network, or use a local directory or builtin:tiny-qwen3",
+        ) from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class Policy:
+    def __init__(self, config, run_dir: Path, tokenizer, stop_id: int) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.tokenizer = tokenizer
+        self.stop_id = stop_id
+        self.step = -1
+        self.sampler = None
+        if config.sampler.type == "openai":
+            from .sampler_openai import OpenAISampler
+
+            cfg = config.sampler
+            self.sampler = OpenAISampler(
+                cfg.base_url,
+                cfg.model or config.model.name,
+                tokenizer,
+                stop_id,
+                api_key=os.environ.get(cfg.api_key_var) or None,
+                timeout_s=cfg.timeout,
+                reload_path=cfg.reload_path,
+            )
+
+    def _load(self, step: int) -> None:
+        weights = broadcast_dir(self.run_dir, step)
+        if self.sampler is None:
+            from transformers import AutoModelForCausalLM
+
+            device = _device(self.config.sampler.device)
+            model = AutoModelForCausalLM.from_pretrained(str(weights), dtype="auto")
+            model.to(device).eval()
+            self.sampler = LocalSampler(model, self.tokenizer, self.stop_id, device)
+        else:
+            self.sampler.load_weights(weights)
+        self.step = step
+
+    def wait_for(self, min_step: int, should_stop: Callable[[], bool]) -> bool:
+        """Load the newest broadcast once one at `min_step` or later is ready."""
+        since = time.monotonic()
+        while True:
+            steps = ready_steps(self.run_dir)
+            if steps and steps[-1] >= max(0, min_step):
+                if steps[-1] > self.step:
+                    try:
+                        self._load(steps[-1])
+                    except (FileNotFoundError, OSError):
+                        continue  # deleted while loading: a newer one is there
+                return True
+            if should_stop():
+                return False
+            if time.monotonic() - since > WAIT_NOTE_S:
+                since = time.monotonic()
+                log.info(
+                    "waiting for the trainer's weights of step %d in %s",
+                    max(0, min_step),
+                    self.run_dir,
+                )
+            time.sleep(POLL_S)
+
+    def close(self) -> None:
+        if self.sampler is not None:
+            self.sampler.close()

@@ -1,0 +1,286 @@
+"""Sampling completions of token-id prompts from the current policy, with the sampler's
+log-probability of every generated token.
+
+    sampler = LocalSampler(model, tokenizer, stop_id=_stop_id(tokenizer), device=device)
+    groups = sampler.sample(prompts, n=8, temperature=1.0, max_tokens=64, seed=step)
+    groups[i][j].token_ids, groups[i][j].logprobs   # the j-th completion of prompt i
+
+The RL loss compares the trainer's log-probabilities with the sampler's, so a log-probability
+here is the one the token was actually drawn with: log softmax(logits / temperature) of the
+model's raw logits, with no top-k, top-p or other processor changing the distribution.
+
+Two samplers share the `Sampler` protocol: `LocalSampler` runs transformers' `generate` in this
+process (the embedded default, fine for small models and CPU runs) and `OpenAISampler`
+(sampler_openai.py) asks any OpenAI-compatible server such as vLLM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+from ..errors import SetupError
+
+
+@dataclass
+class Completion:
+    """One sampled continuation of a prompt."""
+
+    token_ids: list[int]  # generated ids, including the stop token if one was generated
+    logprobs: list[float]  # the sampler's log-probability of each generated id (same length)
+    text: str  # decoded without special tokens
+    finished: bool  # ended on the stop token (not cut by max_tokens)
+
+
+class Sampler(Protocol):
+    def sample(
+        self, prompts: list[list[int]], n: int, *, temperature: float, max_tokens: int, seed: int
+    ) -> list[list[Completion]]:
+        """`n` completions of every prompt, grouped per prompt in the prompts' order."""
+        ...
+
+    def greedy(self, prompts: list[list[int]], *, max_tokens: int) -> list[Completion]:
+        """The argmax continuation of every prompt; log-probabilities at temperature 1."""
+        ...
+
+    def load_weights(self, weights_dir: Path) -> None:
+        """From now on, sample from the weights in `weights_dir` (HF safetensors)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def truncate_at_stop(ids: list[int], stop_id: int) -> tuple[list[int], bool]:
+    """`ids` up to and including the first stop token, and whether there was one."""
+    if stop_id in ids:
+        return ids[: ids.index(stop_id) + 1], True
+    return ids, False
+
+
+class _LogprobRecorder:
+    """A logits processor that records log softmax(raw logits / temperature) of each chosen
+    token while `generate` runs, keeping one step's distribution at a time.
+
+    `generate` puts user processors after its own non-sampling ones (none here: the model's
+    generation defaults are cleared) and before the sampling warpers, so `scores` are the raw
+    logits. The token drawn from step t's distribution is only known at step t + 1, as the last
+    column of `input_ids`; the last step's token is gathered by `finish`.
+    """
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+        self.pending: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.pending is not None:
+            self.steps.append(self.pending.gather(1, input_ids[:, -1:]).squeeze(1))
+        self.pending = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
+        """[rows, new tokens] log-probabilities of `new_tokens`, the generated columns."""
+        width = new_tokens.size(1)
+        if len(self.steps) < width and self.pending is not None:
+            last = new_tokens[:, len(self.steps) : len(self.steps) + 1]
+            self.steps.append(self.pending.gather(1, last).squeeze(1))
+        self.pending = None
+        if width == 0:
+            return new_tokens.new_zeros(new_tokens.shape, dtype=torch.float32)
+        return torch.stack(self.steps[:width], dim=1)
+
+
+@contextlib.contextmanager
+def _plain_generation(model: torch.nn.Module) -> Iterator[None]:
+    """Eval mode, and no generation defaults from the checkpoint (a Hub generation_config.json
+    often sets top_k/top_p/repetition penalty, which would change what is sampled)."""
+    from transformers import GenerationConfig
+
+    was_training = model.training
+    saved = getattr(model, "generation_config", None)
+    model.eval()
+    model.generation_config = GenerationConfig()
+    try:
+        yield
+    finally:
+        model.generation_config = saved
+        model.train(was_training)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int, device: torch.device) -> Iterator[None]:
+    """Sampling from `seed` without disturbing the caller's random state."""
+    cuda = []
+    if device.type == "cuda":
+        cuda = [device.index if device.index is not None else torch.cuda.current_device()]
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(seed)
+        yield
+
+
+class LocalSampler:
+    """transformers `generate` in this process: all prompts × n completions in one batch (or in
+    chunks of at most `max_batch` rows), left-padded, with the KV cache on."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        stop_id: int,
+        device: torch.device,
+        *,
+        max_batch: int | None = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.stop_id = stop_id
+        self.device = torch.device(device)
+        self.max_batch = max_batch
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self.pad_id = pad if pad is not None else stop_id
+
+    def sample(
+        self, prompts: list[list[int]], n: int, *, temperature: float, max_tokens: int, seed: int
+    ) -> list[list[Completion]]:
+        if temperature <= 0:
+            raise ValueError("temperature must be > 0 to sample; use greedy() for argmax")
+        if n < 1:
+            raise ValueError("n must be at least 1")
+        groups: list[list[Completion]] = []
+        per_call = max(1, (self.max_batch or len(prompts) * n) // n)
+        with _seeded(seed, self.device):
+            for start in range(0, len(prompts), per_call):
+                chunk = prompts[start : start + per_call]
+                rows = self._generate(chunk, n, temperature, max_tokens)
+                groups += [rows[i * n : (i + 1) * n] for i in range(len(chunk))]
+        return groups
+
+    def greedy(self, prompts: list[list[int]], *, max_tokens: int) -> list[Completion]:
+        per_call = self.max_batch or max(1, len(prompts))
+        out: list[Completion] = []
+        for start in range(0, len(prompts), per_call):
+            out += self._generate(prompts[start : start + per_call], 1, None, max_tokens)
+        return out
+
+    def _batch(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+            attention_mask[row, width - len(prompt) :] = 1
+        return input_ids.to(self.device), attention_mask.to(self.device)
+
+    def _generate(
+        self, prompts: list[list[int]], n: int, temperature: float | None, max_tokens: int
+    ) -> list[Completion]:
+        """Prompt-major rows: prompt 0's n completions, then prompt 1's, ...
+        `temperature` None is greedy (log-probabilities at temperature 1)."""
+        if not prompts:
+            return []
+        if any(not p for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+        input_ids, attention_mask = self._batch(prompts)
+        recorder = _LogprobRecorder(temperature or 1.0)
+        sampling = temperature is not None
+        options = {"temperature": temperature, "top_k": 0, "top_p": 1.0} if sampling else {}
+        with _plain_generation(self.model), torch.inference_mode():
+            output = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                do_sample=sampling,
+                **options,
+                max_new_tokens=max_tokens,
+                num_return_sequences=n,
+                eos_token_id=self.stop_id,
+                pad_token_id=self.pad_id,
+                use_cache=True,
+                logits_processor=[recorder],
+            )
+            new_tokens = output[:, input_ids.size(1) :]
+            logprobs = recorder.finish(new_tokens)
+        completions = []
+        for ids, lps in zip(new_tokens.tolist(), logprobs.tolist(), strict=True):
+            ids, finished = truncate_at_stop(ids, self.stop_id)
+            completions.append(
+                Completion(
+                    token_ids=ids,
+                    logprobs=lps[: len(ids)],
+                    text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                    finished=finished,
+                )
+            )
+        return completions
+
+    def load_weights(self, weights_dir: Path) -> None:
+        """Copy the weights in `weights_dir` into the model in place (same tensors, new values).
+
+        Reads `model.safetensors`, or the shards named by `model.safetensors.index.json`. A tied
+        weight written once (lm_head sharing the embedding) may be absent; any other missing or
+        unknown name, or a shape mismatch, is a SetupError.
+        """
+        state = read_safetensors_dir(Path(weights_dir))
+        params = self.model.state_dict(keep_vars=True)
+        unknown = sorted(set(state) - set(params))
+        loaded = {params[name].data_ptr() for name in state if name in params}
+        missing = sorted(
+            name for name in set(params) - set(state) if params[name].data_ptr() not in loaded
+        )
+        wrong = sorted(
+            name for name in state if name in params and state[name].shape != params[name].shape
+        )
+        if unknown or missing or wrong:
+            problems = [
+                f"{label}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''}"
+                for label, names in (("unknown", unknown), ("missing", missing), ("shape", wrong))
+                if names
+            ]
+            raise SetupError(
+                "weights_dir",
+                f"the weights in {weights_dir} do not fit the model ({'; '.join(problems)})",
+                "write the weights of this model architecture in Hugging Face names",
+            )
+        with torch.no_grad():
+            for name, tensor in state.items():
+                params[name].copy_(tensor)
+
+    def close(self) -> None:
+        """Nothing to release: the model belongs to the caller."""
+
+
+def read_safetensors_dir(weights_dir: Path) -> dict[str, torch.Tensor]:
+    """All tensors of a Hugging Face weights directory, on the CPU."""
+    from safetensors.torch import load_file
+
+    index = weights_dir / "model.safetensors.index.json"
+    if index.is_file():
+        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    elif (weights_dir / "model.safetensors").is_file():
+        files = ["model.safetensors"]
+    else:
+        raise SetupError(
+            "weights_dir",
+            f"{weights_dir} has neither model.safetensors nor model.safetensors.index.json",
+            "point at a directory the trainer wrote its weights to",
+        )
+    state: dict[str, torch.Tensor] = {}
+    for name in files:
+        state.update(load_file(str(weights_dir / name)))
+    return state
+
+
+def __getattr__(name: str):
+    """`OpenAISampler` lives in sampler_openai.py (it needs httpx); importable from here too."""
+    if name == "OpenAISampler":
+        from .sampler_openai import OpenAISampler
+
+        return OpenAISampler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,221 @@
+"""A sampler backed by any OpenAI-compatible completions server (vLLM, ...), over HTTP.
+
+    sampler = OpenAISampler("http://127.0.0.1:8000/v1", "my-model", tokenizer, stop_id)
+
+One `POST {base_url}/completions` carries every prompt as token ids with `n`, the temperature and
+the seed; vLLM answers prompt-major (choice index = prompt index · n + sample index). Token ids
+come back through vLLM's `return_tokens_as_token_ids` ("token_id:123" strings) and each token's
+log-probability through `logprobs`; text is decoded here with the tokenizer, like LocalSampler.
+
+Log-probabilities at the sampling temperature: vLLM reports logprobs of the *raw* logits by
+default (`--logprobs-mode raw_logprobs`); start it with `--logprobs-mode processed_logprobs` so
+they are log softmax(logits / temperature), what the RL loss needs. Top-k, top-p, min-p and the
+repetition penalty are sent neutral so a checkpoint's generation_config.json cannot change them.
+
+New weights: with `reload_path` (e.g. "/update_weights") `load_weights` POSTs
+{"path": <weights dir>} to the server root + reload_path and waits for the answer; without it,
+`load_weights` does nothing and the server is expected to pick up new weights itself.
+
+A server that cannot be reached (after a few retries with backoff), answers with an HTTP error or
+answers something unreadable is a SetupError on `orchestrator.sampler.base_url`; a reload the
+server refuses is one on `orchestrator.sampler.reload_path`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import SetupError
+from .sampler import Completion, truncate_at_stop
+
+FIELD = "orchestrator.sampler.base_url"
+RELOAD_FIELD = "orchestrator.sampler.reload_path"
+START_FIX = (
+    "start the server (e.g. `vllm serve <model> --logprobs-mode processed_logprobs`) "
+    "or check the URL"
+)
+RETRY_STATUS = (502, 503, 504)  # a proxy or a server still starting up
+TOKEN_PREFIX = "token_id:"
+
+
+class OpenAISampler:
+    """Completions from an OpenAI-compatible server at `base_url` (e.g. "http://host:8000/v1")."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        tokenizer,
+        stop_id: int,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        *,
+        reload_path: str | None = None,
+        reload_field: str = "path",
+        retries: int = 3,
+        backoff_s: float = 0.5,
+    ) -> None:
+        import httpx
+
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.stop_id = stop_id
+        self.reload_path = reload_path
+        self.reload_field = reload_field
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=timeout_s, headers=headers)
+
+    def sample(
+        self, prompts: list[list[int]], n: int, *, temperature: float, max_tokens: int, seed: int
+    ) -> list[list[Completion]]:
+        """`n` completions per prompt; note that vLLM seeds every prompt of a request alike, so
+        two equal prompts in one call get the same completions."""
+        if not prompts:
+            return []
+        body = self._body(prompts, n, temperature, max_tokens)
+        body["seed"] = seed
+        rows = self._complete(body, len(prompts) * n)
+        return [rows[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    def greedy(self, prompts: list[list[int]], *, max_tokens: int) -> list[Completion]:
+        if not prompts:
+            return []
+        return self._complete(self._body(prompts, 1, 0.0, max_tokens), len(prompts))
+
+    def load_weights(self, weights_dir: Path) -> None:
+        """Ask the server to load `weights_dir` (with `reload_path`), else nothing: the server
+        is then expected to watch the weights directory itself."""
+        if self.reload_path is None:
+            return
+        self._post(self._reload_url(), {self.reload_field: str(weights_dir)}, reload=True)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _body(
+        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int
+    ) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "prompt": [list(p) for p in prompts],
+            "n": n,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "top_p": 1.0,
+            "top_k": -1,
+            "min_p": 0.0,
+            "repetition_penalty": 1.0,
+            "logprobs": 1,
+            "stop_token_ids": [self.stop_id],
+            "return_tokens_as_token_ids": True,
+            "skip_special_tokens": False,
+        }
+
+    def _reload_url(self) -> str:
+        assert self.reload_path is not None
+        if self.reload_path.startswith(("http://", "https://")):
+            return self.reload_path
+        root = self.base_url.removesuffix("/v1")
+        return f"{root}/{self.reload_path.lstrip('/')}"
+
+    def _complete(self, body: dict[str, Any], expected: int) -> list[Completion]:
+        answer = self._post(f"{self.base_url}/completions", body)
+        try:
+            choices = sorted(answer["choices"], key=lambda choice: int(choice["index"]))
+            if [int(c["index"]) for c in choices] != list(range(expected)):
+                raise ValueError(f"expected choices 0..{expected - 1}, got {len(choices)}")
+            return [self._completion(choice) for choice in choices]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SetupError(
+                FIELD,
+                f"the completions answer of {self.base_url} cannot be read ({exc!r})",
+                "use a vLLM-compatible server: token-id prompts, logprobs and "
+                "return_tokens_as_token_ids",
+            ) from None
+
+    def _completion(self, choice: dict[str, Any]) -> Completion:
+        logprobs = choice["logprobs"]
+        ids = choice.get("token_ids") or [_token_id(token) for token in logprobs["tokens"]]
+        values = [float(value) for value in logprobs["token_logprobs"]]
+        if len(values) != len(ids):
+            raise ValueError(f"{len(ids)} tokens but {len(values)} log-probabilities")
+        kept, stopped = truncate_at_stop([int(i) for i in ids], self.stop_id)
+        return Completion(
+            token_ids=kept,
+            logprobs=values[: len(kept)],
+            text=self.tokenizer.decode(kept, skip_special_tokens=True),
+            finished=stopped or choice.get("finish_reason") == "stop",
+        )
+
+    def _post(self, url: str, body: dict[str, Any], *, reload: bool = False) -> dict[str, Any]:
+        """POST JSON, retrying connection failures and 502/503/504 with exponential backoff.
+        An HTTP error answer to a reload is reported on `reload_path`."""
+        import httpx
+
+        error = SetupError(FIELD, f"no request was sent to {url}", START_FIX)
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._client.post(url, json=body)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
+                reason = str(exc) or type(exc).__name__
+                error = SetupError(FIELD, f"cannot reach {url}: {reason}", START_FIX)
+            except httpx.TimeoutException:
+                raise SetupError(
+                    FIELD,
+                    f"{url} did not answer within {self.timeout_s:g} s",
+                    "raise the sampler timeout, or check that the server is not stuck",
+                ) from None
+            except httpx.HTTPError as exc:
+                raise SetupError(FIELD, f"request to {url} failed: {exc!r}", START_FIX) from None
+            else:
+                if response.status_code not in RETRY_STATUS:
+                    return self._json(url, response, reload)
+                error = self._status_error(url, response, reload)
+            if attempt < self.retries:
+                time.sleep(self.backoff_s * 2**attempt)
+        raise error
+
+    def _json(self, url: str, response, reload: bool) -> dict[str, Any]:
+        if response.is_error:
+            raise self._status_error(url, response, reload)
+        if reload:
+            return {}  # any success answer will do
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise SetupError(
+                FIELD,
+                f"{url} answered something that is not a JSON object: {response.text[:200]!r}",
+                "check that the URL is an OpenAI-compatible server's /v1 root",
+            )
+        return answer
+
+    def _status_error(self, url: str, response, reload: bool = False) -> SetupError:
+        problem = f"{url} answered HTTP {response.status_code}: {response.text[:300].strip()!r}"
+        if reload and response.status_code in (404, 405):
+            fix = f'name the path where the server takes POST {{"{self.reload_field}": <dir>}}'
+            return SetupError(RELOAD_FIELD, problem, fix)
+        if reload and response.status_code not in RETRY_STATUS:
+            fix = "see the server's log for why it could not load the weights"
+            return SetupError(RELOAD_FIELD, problem, fix)
+        fix = {
+            400: "check the model name and that the server takes vLLM's completion options",
+            404: "check the URL (it ends in /v1) and the model name the server serves",
+            401: "give the server's API key",
+            403: "give the server's API key",
+        }.get(response.status_code, START_FIX)
+        return SetupError(FIELD, problem, fix)
+
+
+def _token_id(token: str) -> int:
+    if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
+        raise ValueError(f"token {token!r} is not a {TOKEN_PREFIX}<id> string")
+    return int(token[len(TOKEN_PREFIX) :])

@@ -1,0 +1,80 @@
+"""Publishing the trainer's weights to the sampler, built from `[weight_broadcast]`.
+
+Filesystem: after step k the trainer writes the full weights in Hugging Face format to
+`<output_dir>/broadcasts/step_<k>/` (model.safetensors, config.json, tokenizer files) and then
+the empty marker file `READY`; a reader takes only directories that have the marker, so it never
+sees half-written weights. Older broadcasts are deleted, keeping the newest `KEEP`.
+
+NCCL and NIXL push weights GPU to GPU into a running inference server; this build's samplers
+load weights from files, so both are refused at start with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from ..ckpt_weights import Export, export_weights
+from ..errors import SetupError
+from ..world import World
+
+BROADCAST_DIR = "broadcasts"
+READY = "READY"
+KEEP = 3
+_STEP = re.compile(r"^step_(\d+)$")
+
+
+def check_broadcast(broadcast_cfg, device_type: str) -> None:
+    if broadcast_cfg.type == "filesystem":
+        return
+    reason = (
+        "needs CUDA GPUs on both sides" if device_type != "cuda" else "needs a receiving server"
+    )
+    raise SetupError(
+        "weight_broadcast.type",
+        f"= {broadcast_cfg.type!r} {reason}; this build's samplers (local, or an OpenAI-compatible "
+        "server) load weights from files",
+        'set weight_broadcast.type = "filesystem"',
+    )
+
+
+def ready_steps(run_dir: Path) -> list[int]:
+    """Steps whose broadcast is complete, oldest first."""
+    root = run_dir / BROADCAST_DIR
+    if not root.is_dir():
+        return []
+    steps = []
+    for child in root.iterdir():
+        match = _STEP.match(child.name)
+        if match and (child / READY).exists():
+            steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def broadcast_dir(run_dir: Path, step: int) -> Path:
+    return run_dir / BROADCAST_DIR / f"step_{step}"
+
+
+class FileSystemBroadcast:
+    def __init__(self, run_dir: Path, model, export: Export, world: World) -> None:
+        self.run_dir = run_dir
+        self.model = model
+        self.export = export
+        self.world = world
+
+    def publish(self, step: int) -> None:
+        """Write the weights after `step` (a collective: every rank calls it)."""
+        target = broadcast_dir(self.run_dir, step)
+        if self.world.is_main and target.exists():
+            shutil.rmtree(target)  # a stale, unmarked copy from before a restart
+        export_weights(self.model, target, self.export, is_main=self.world.is_main)
+        if self.world.is_main:
+            (target / READY).touch()
+            for old in ready_steps(self.run_dir)[:-KEEP]:
+                shutil.rmtree(broadcast_dir(self.run_dir, old), ignore_errors=True)
+
+
+def build_broadcast(broadcast_cfg, run_dir: Path, model, export: Export, world: World):
+    check_broadcast(broadcast_cfg, world.device.type)
+    return FileSystemBroadcast(run_dir, model, export, world)

@@ -1,0 +1,40 @@
+"""The `rl-trainer` command: the RL trainer alone, configured by the RL trainer schema.
+
+    rl-trainer configs/rl/tiny.toml                    # fake data: no orchestrator needed
+    rl-trainer trainer.toml --output-dir outputs/run1  # rollouts from a running orchestrator
+    torchrun --nproc-per-node 2 -m trainspec.trainers.rl.main trainer.toml
+
+One process trains here; under torchrun every worker runs this same command (`rl` starts the
+trainer that way when deployment.num_train_gpus > 1).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from trainspec.cli.entrypoint import run_entrypoint
+
+from ..allocator import tune_malloc
+from ..guard import run_guarded
+from ..sft.main import apply_env
+
+
+def launch(config) -> int:
+    apply_env(config.env_vars)
+    tune_malloc()
+    if "LOCAL_RANK" in os.environ:
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from .train import train
+
+    return run_guarded("rl-trainer", train, config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    return run_entrypoint("rl", "rl-trainer", args, sys.stdout, sys.stderr, launch)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

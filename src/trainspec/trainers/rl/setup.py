@@ -1,0 +1,27 @@
+"""RL trainer settings checked against this build before anything loads."""
+
+from __future__ import annotations
+
+from ..errors import SetupError, raise_all
+from ..model_support import check_model_support
+from .broadcast import check_broadcast
+
+
+def preflight(config, processes: int, device_type: str) -> None:
+    """Every refusal that needs no model or data."""
+    check_model_support(config.model, device_type, processes)
+    errors: list[SetupError] = []
+    try:
+        check_broadcast(config.weight_broadcast, device_type)
+    except SetupError as err:
+        errors.append(err)
+    if config.metrics_server is not None:
+        errors.append(
+            SetupError(
+                "metrics_server",
+                "this build serves no Prometheus endpoint; metrics go to [monitors] "
+                "(metrics.jsonl in output_dir, or W&B)",
+                "drop [metrics_server] and read output_dir/metrics.jsonl",
+            )
+        )
+    raise_all(errors)

@@ -1,0 +1,53 @@
+"""`enable_token_export`: every trained token as JSON lines, to debug what the loss saw.
+
+One file per step and rank, `<output_dir>/token_export/step_<n>.rank_<r>.jsonl`; one line per
+packed sample: its token ids and text, and per token whether it was trained on, the sampler's
+log-probability and the advantage.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .batch import RolloutBatch
+
+
+class TokenExport:
+    def __init__(self, run_dir: Path, *, enabled: bool, rank: int) -> None:
+        self.dir = run_dir / "token_export"
+        self.enabled = enabled
+        self.rank = rank
+        if enabled:
+            self.dir.mkdir(parents=True, exist_ok=True)
+
+    def write(self, step: int, batch: RolloutBatch, tokenizer) -> None:
+        if not self.enabled:
+            return
+        lines = []
+        for mb in batch.micro_batches:
+            for row in range(mb.input_ids.size(0)):
+                starts = (mb.position_ids[row] == 0).nonzero().flatten().tolist()
+                ends = [*starts[1:], mb.input_ids.size(1)]
+                for start, end in zip(starts, ends, strict=True):
+                    ids = mb.input_ids[row, start:end].tolist()
+                    trained = mb.loss_mask[row, start:end]
+                    if not bool(trained.any()):
+                        continue  # padding
+                    lines.append(
+                        json.dumps(
+                            {
+                                "step": step,
+                                "policy_step": batch.policy_step,
+                                "input_ids": ids,
+                                "text": tokenizer.decode(ids),
+                                "trained_next": trained.tolist(),
+                                "inference_logprobs": mb.inference_logprobs[
+                                    row, start:end
+                                ].tolist(),
+                                "advantages": mb.advantages[row, start:end].tolist(),
+                            }
+                        )
+                    )
+        path = self.dir / f"step_{step}.rank_{self.rank}.jsonl"
+        path.write_text("".join(line + "\n" for line in lines))

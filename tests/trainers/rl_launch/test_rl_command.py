@@ -1,0 +1,197 @@
+"""The `rl` command end to end, as real processes: a short seeded run raises the reward; a killed
+orchestrator stops the run with a clear error and a saved checkpoint; SIGTERM stops both cleanly;
+a trainer that cannot start is named; validate-config knows the combined schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+WAIT_S = 300
+
+TINY_RUN = """\
+#:schema {schema}
+max_steps = {max_steps}
+seq_len = 64
+output_dir = "{output_dir}"
+
+[model]
+name = "builtin:tiny-qwen3"
+
+[trainer.model]
+compile = "None"
+ac = "None"
+ac_offloading = "None"
+
+[trainer.model.debug]
+num_layers = 1
+
+[trainer.optim]
+lr = 3e-3
+
+[trainer.ckpt]
+interval = {ckpt_interval}
+
+[trainer.rollout_transport]
+type = "filesystem"
+
+[orchestrator]
+batch_size = 64
+rollouts_per_example = 8
+max_async_level = 0
+seed = 1
+
+[orchestrator.sampling]
+max_tokens = 8
+
+[orchestrator.rollout_transport]
+type = "filesystem"
+"""
+
+
+def write_config(tmp_path: Path, max_steps=40, ckpt_interval=1000) -> Path:
+    schema = Path(__file__).resolve().parents[3] / "generated" / "schemas" / "rl.json"
+    path = tmp_path / "run.toml"
+    path.write_text(
+        TINY_RUN.format(
+            schema=schema,
+            max_steps=max_steps,
+            output_dir=tmp_path / "run",
+            ckpt_interval=ckpt_interval,
+        )
+    )
+    return path
+
+
+def records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def start(config: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(BIN / "rl"), str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_steps(run_dir: Path, count: int, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while len(records(run_dir / "metrics.jsonl")) < count:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the trainer made no progress"
+        time.sleep(0.2)
+
+
+def orchestrator_pid(run_dir: Path) -> int:
+    marker = str(run_dir / "rl-orchestrator.json")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in argv and b"orchestrator" in argv:
+            return int(entry.name)
+    raise AssertionError("no orchestrator process found")
+
+
+def test_a_short_seeded_run_raises_the_mean_reward(tmp_path):
+    result = subprocess.run(
+        [str(BIN / "rl"), str(write_config(tmp_path))],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "run"
+    rewards = [r["reward"] for r in records(run_dir / "metrics.jsonl")]
+    assert len(rewards) == 40
+    first, last = sum(rewards[:10]) / 10, sum(rewards[-10:]) / 10
+    assert last > first + 0.02, (first, last)
+    assert "rl: done after step 40" in result.stdout
+    assert (run_dir / "rl.png").stat().st_size > 0
+    assert records(run_dir / "orchestrator" / "metrics.jsonl")  # the orchestrator's own log
+    assert "Traceback" not in result.stderr
+
+
+def test_killing_the_orchestrator_stops_rl_with_a_clear_error_and_a_checkpoint(tmp_path):
+    process = start(write_config(tmp_path, max_steps=100_000))
+    run_dir = tmp_path / "run"
+    wait_for_steps(run_dir, 3, process)
+    os.kill(orchestrator_pid(run_dir), signal.SIGKILL)
+    _, stderr = process.communicate(timeout=WAIT_S)
+    assert process.returncode == 1
+    assert "the orchestrator was killed by SIGKILL" in stderr
+    assert "stopping the trainer, which saves a checkpoint first" in stderr
+    assert list((run_dir / "checkpoints").glob("step_*")), "no checkpoint was saved"
+    assert "Traceback" not in stderr
+
+
+def test_sigterm_stops_both_processes_cleanly_with_a_checkpoint(tmp_path):
+    process = start(write_config(tmp_path, max_steps=100_000))
+    run_dir = tmp_path / "run"
+    wait_for_steps(run_dir, 3, process)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=WAIT_S)
+    assert process.returncode == 0, stderr
+    assert "rl: stopping" in stderr
+    saved = sorted(int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").glob("step_*"))
+    trained = records(run_dir / "metrics.jsonl")[-1]["step"]
+    assert saved and saved[-1] == trained  # stopped after a whole step, and saved it
+    assert "rl: done after step" in stdout
+
+
+def test_a_trainer_that_cannot_start_is_named(tmp_path):
+    config = write_config(tmp_path)
+    result = subprocess.run(
+        [str(BIN / "rl"), str(config), "--trainer.metrics-server.port", "9000"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert result.returncode == 1
+    assert "metrics_server" in result.stderr
+    assert "rl: the trainer failed with exit code 1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("lr = 3e-3", "lrr = 3e-3", "trainer.optim.lrr is not a known key"),
+        ("batch_size = 64", "batch_size = 60", "not a multiple of rollouts_per_example"),
+    ],
+)
+def test_validate_config_reports_nested_mistakes_with_their_position(tmp_path, old, new, expected):
+    config = write_config(tmp_path)
+    config.write_text(config.read_text().replace(old, new))
+    result = subprocess.run(
+        [str(BIN / "validate-config"), str(config)], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    output = result.stdout + result.stderr
+    assert expected in output
+    line = next(i for i, text in enumerate(config.read_text().splitlines(), 1) if new in text)
+    assert f"{config}:{line}:" in output  # file:line:col of the mistake
+
+
+def test_the_demo_config_is_valid():
+    demo = Path(__file__).resolve().parents[3] / "configs" / "rl" / "demo.toml"
+    result = subprocess.run(
+        [str(BIN / "validate-config"), str(demo)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "valid rl_run config" in result.stdout
