@@ -354,7 +354,7 @@ def test_openai_load_weights(server, tokenizer, tmp_path):
     server.answers.append((404, {"detail": "Not Found"}))
     with pytest.raises(SetupError) as caught:
         sampler.load_weights(tmp_path)
-    assert caught.value.path == "orchestrator.sampler.reload_path"
+    assert caught.value.path == "sampler.reload_path"
 
 
 def test_openai_dead_port_is_a_setup_error(tokenizer):
@@ -364,7 +364,7 @@ def test_openai_dead_port_is_a_setup_error(tokenizer):
     sampler = openai_sampler(f"http://127.0.0.1:{port}/v1", tokenizer)
     with pytest.raises(SetupError) as caught:
         sampler.sample([[1]], 1, temperature=1.0, max_tokens=2, seed=0)
-    assert caught.value.path == "orchestrator.sampler.base_url"
+    assert caught.value.path == "sampler.base_url"
     assert "cannot reach" in caught.value.problem and "start the server" in caught.value.fix
 
 
@@ -374,7 +374,7 @@ def test_openai_http_500_is_a_setup_error_without_retry(server, tokenizer):
         openai_sampler(server.base_url, tokenizer).sample(
             [[1]], 1, temperature=1, max_tokens=2, seed=0
         )
-    assert caught.value.path == "orchestrator.sampler.base_url"
+    assert caught.value.path == "sampler.base_url"
     assert "HTTP 500" in caught.value.problem and "boom" in caught.value.problem
     assert len(server.requests) == 1
 
@@ -402,4 +402,4 @@ def test_openai_malformed_answers(server, tokenizer, answer):
         openai_sampler(server.base_url, tokenizer).sample(
             [[1]], 1, temperature=1, max_tokens=2, seed=0
         )
-    assert caught.value.path == "orchestrator.sampler.base_url"
+    assert caught.value.path == "sampler.base_url"

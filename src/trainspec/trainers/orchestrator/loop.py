@@ -23,6 +23,7 @@ import torch
 from ..monitor import Monitor
 from ..progress import setup_logging
 from ..rl.batch import RolloutBatch, Sample, pack_samples
+from ..rl.broadcast import check_broadcast
 from ..rl.transport import build_sender
 from ..run_files import write_resolved_config
 from ..tasks import _stop_id
@@ -72,6 +73,8 @@ def run(config) -> int:
     own_dir = run_dir / "orchestrator"
     document = write_resolved_config(config, own_dir, "orchestrator")
     should_stop = StopFlag()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    check_broadcast(config.weight_broadcast, device)  # it loads weights from files only
     tokenizer = load_tokenizer(config.model)
     stop_id = _stop_id(tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_id
@@ -103,6 +106,7 @@ def run(config) -> int:
 
     # -- the loop --------------------------------------------------------------------------
     last_line = time.monotonic()
+    first_step = step
     while config.max_steps is None or step < config.max_steps:
         waited = time.perf_counter()
         if not policy.wait_for(step - config.max_async_level, should_stop):
@@ -117,6 +121,14 @@ def run(config) -> int:
             seed=config.seed * 1_000_003 + step,
         )
         rewards = score_groups(task, prompts, groups)
+        if config.log.log_data and step == first_step:
+            log.info(
+                "first sample:\nprompt: %r\ncompletion: %r\nreward %.3f (answer %r)",
+                tokenizer.decode(prompts[0].ids),
+                groups[0][0].text,
+                rewards[0][0],
+                prompts[0].answer,
+            )
         advantages = group_advantages(rewards)
         samples = [
             Sample(prompt.ids, c.token_ids, c.logprobs, advantage, reward)

@@ -37,7 +37,7 @@ def load_tokenizer(model_cfg):
     source = builtin_model_dir(name) if is_builtin(name) else name
     if source is None:
         raise SetupError(
-            "orchestrator.model.name",
+            "model.name",
             f"{name!r} is not a built-in model",
             'use "builtin:tiny-qwen3"',
         )
@@ -48,7 +48,7 @@ def load_tokenizer(model_cfg):
     except Exception as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SetupError(
-            "orchestrator.model.name",
+            "model.name",
             f"cannot load a tokenizer from {name!r} ({reason})",
             "check the name and the network, or use a local directory or builtin:tiny-qwen3",
         ) from None

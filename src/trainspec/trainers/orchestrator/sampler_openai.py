@@ -30,8 +30,8 @@ from typing import Any
 from ..errors import SetupError
 from .sampler import Completion, truncate_at_stop
 
-FIELD = "orchestrator.sampler.base_url"
-RELOAD_FIELD = "orchestrator.sampler.reload_path"
+FIELD = "sampler.base_url"
+RELOAD_FIELD = "sampler.reload_path"
 START_FIX = (
     "start the server (e.g. `vllm serve <model> --logprobs-mode processed_logprobs`) "
     "or check the URL"

@@ -37,7 +37,7 @@ class Task:
         split = split or task_cfg.split
         if split not in module.SPLIT_SIZES:
             raise SetupError(
-                "orchestrator.task.split",
+                "task.split",
                 f"{task_cfg.name!r} has no split {split!r}",
                 f"use one of: {', '.join(module.SPLIT_SIZES)}",
             )

@@ -25,17 +25,18 @@ KEEP = 3
 _STEP = re.compile(r"^step_(\d+)$")
 
 
-def check_broadcast(broadcast_cfg, device_type: str) -> None:
+def check_broadcast(broadcast_cfg, device_type: str, path: str = "weight_broadcast") -> None:
+    """Refuse the in-memory broadcasts; `path` is where the table sits in the config."""
     if broadcast_cfg.type == "filesystem":
         return
     reason = (
         "needs CUDA GPUs on both sides" if device_type != "cuda" else "needs a receiving server"
     )
     raise SetupError(
-        "weight_broadcast.type",
+        f"{path}.type",
         f"= {broadcast_cfg.type!r} {reason}; this build's samplers (local, or an OpenAI-compatible "
         "server) load weights from files",
-        'set weight_broadcast.type = "filesystem"',
+        f'set {path}.type = "filesystem"',
     )
 
 

@@ -15,6 +15,15 @@ def preflight(config, processes: int, device_type: str) -> None:
         check_broadcast(config.weight_broadcast, device_type)
     except SetupError as err:
         errors.append(err)
+    if config.enable_router_replay:
+        errors.append(
+            SetupError(
+                "enable_router_replay",
+                "this build replays no MoE routing: rollouts carry no routing decisions and "
+                "there is no custom MoE implementation to replay them into",
+                "set enable_router_replay = false",
+            )
+        )
     if config.metrics_server is not None:
         errors.append(
             SetupError(

@@ -13,6 +13,30 @@ from pathlib import Path
 from .batch import RolloutBatch
 
 
+def describe_first_sample(batch: RolloutBatch, tokenizer) -> str:
+    """The first packed sample as text: its prompt, then the completion it is trained on
+    (`log.log_data`)."""
+    for mb in batch.micro_batches:
+        for row in range(mb.input_ids.size(0)):
+            trained = mb.loss_mask[row].nonzero().flatten()
+            if not len(trained):
+                continue
+            first = int(trained[0])
+            positions = mb.position_ids[row]
+            start = int((positions[: first + 1] == 0).nonzero().flatten()[-1])
+            later = (positions[first + 1 :] == 0).nonzero().flatten()
+            end = first + 1 + int(later[0]) if len(later) else positions.size(0)
+            mine = mb.loss_mask[row, start:end]
+            prompt = tokenizer.decode(mb.input_ids[row, start : first + 1].tolist())
+            answer = tokenizer.decode(mb.targets[row, start:end][mine].tolist())
+            return (
+                f"prompt: {prompt!r}\ntrained completion: {answer!r} "
+                f"(advantage {float(mb.advantages[row, first]):+.3f}, sampled with the weights "
+                f"of step {batch.policy_step})"
+            )
+    return "no trained tokens in this batch"
+
+
 class TokenExport:
     def __init__(self, run_dir: Path, *, enabled: bool, rank: int) -> None:
         self.dir = run_dir / "token_export"

@@ -31,7 +31,7 @@ from .broadcast import build_broadcast
 from .data import build_rollout_source
 from .loss import LossInputs, build_loss
 from .setup import preflight
-from .token_export import TokenExport
+from .token_export import TokenExport, describe_first_sample
 
 log = logging.getLogger("trainspec.rl")
 
@@ -131,6 +131,7 @@ def train(config) -> int:
         config, run_dir, run_dir.name, document if world.is_main else {}, world, step
     )
     books.start()
+    start_step = step
     last_saved: Path | None = None
     saved_step = -1
     stopped = False
@@ -147,6 +148,8 @@ def train(config) -> int:
                 last_saved, saved_step = save(step), step
             break
         started = time.perf_counter()
+        if config.log.log_data and world.is_main and step == start_step:
+            log.info("first sample:\n%s", describe_first_sample(batch, tokenizer))
         tokens_out.write(step, batch, tokenizer)
         metrics = run_step(model, batch, loss_fn, world, config.model.ac_offloading)
         metrics["grad_norm"] = clip_gradients(config.optim, model)

@@ -1,0 +1,554 @@
+"""The consumption runs of test_rl_field_coverage.py: tiny real runs of the RL trainer and of the
+orchestrator that together set every variant and optional table, read through a FieldRecorder.
+
+Trainer runs use synthetic rollouts (`[data.fake]`) or, to read the transport settings, real
+batches sent beforehand through the configured transport (`rollouts_sent`): the filesystem
+sender leaves files the trainer consumes and deletes, the ZeroMQ sender serves them from its
+thread while the trainer runs. Orchestrator runs sample from the weights a trainer run broadcast
+(`broadcast_policy`), with the in-process sampler or against a fake OpenAI-compatible server,
+while a stand-in trainer in a thread receives their batches through the transport and publishes
+the next step's weights (`trainer_stand_in`). Each run checks that what its settings ask for
+happened (files, metrics, requests, batches), so a run that skipped its subject fails rather
+than merely recording reads.
+
+Reused: field_recorder.py and field_runs.py (tests/trainers/, the SFT proof), rl_support.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from field_recorder import FieldRecorder
+from field_runs import TINY_MODEL, _moe_dir
+from rl_support import metrics, rollout
+
+from trainspec.config import load
+from trainspec.trainers.rl.batch import RolloutBatch
+from trainspec.trainers.rl.broadcast import ready_steps
+from trainspec.trainers.rl.transport import build_receiver, build_sender
+from trainspec.trainers.world import close_world
+
+TINY_RL = {
+    "model.name": "builtin:tiny-qwen3",
+    "model.seq_len": 64,  # the rows of rl_support.rollout
+    "model.compile": None,
+    "model.ac": None,
+    "model.ac_offloading": None,
+    "model.debug.num_layers": 1,
+    "data.fake": {"batch_size": 2},
+    "optim.lr": 1e-3,
+    "max_steps": 2,
+    "log.interval": 0.001,
+}
+TINY_ORCHESTRATOR = {
+    "model.name": "builtin:tiny-qwen3",
+    "sampler": {"type": "local", "device": "cpu"},
+    "sampling.max_tokens": 4,
+    "batch_size": 4,
+    "rollouts_per_example": 2,
+    "seq_len": 64,
+    "micro_batch_size": 2,
+    "max_steps": 2,
+    "rollout_transport": {"type": "filesystem"},
+    "log.interval": 0.001,
+}
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def rl_config(out: Path, name: str, settings: dict):
+    return load("rl", [], {**TINY_RL, "output_dir": str(out / name), **settings}).config
+
+
+def train_recorded(recorder: FieldRecorder, config) -> int:
+    from trainspec.trainers.rl.train import train
+
+    try:
+        return train(recorder.wrap(config))
+    finally:
+        close_world()  # train() closes it itself, but not when it raises
+
+
+def orchestrator_config(out: Path, name: str, settings: dict):
+    merged = {**TINY_ORCHESTRATOR, "output_dir": str(out / name), **settings}
+    return load("orchestrator", [], merged).config
+
+
+def run_orchestrator_recorded(recorder: FieldRecorder, config, policy: Path) -> int:
+    """`run` with a stand-in trainer feeding it `policy`'s weights (see `trainer_stand_in`)."""
+    from trainspec.trainers.orchestrator.loop import run
+
+    with signals_kept(), trainer_stand_in(config, policy):
+        return run(recorder.wrap(config))
+
+
+@contextlib.contextmanager
+def trainer_stand_in(config, policy: Path) -> Iterator[list[RolloutBatch]]:
+    """The trainer's side of an orchestrator run, in a thread, without training: step 0's
+    weights are there from the start; for every step it receives each rank's batch through the
+    transport, commits it and publishes the next step's weights (a link to `policy`'s broadcast
+    of that step). Yields the batches received, in order."""
+    run_dir = Path(config.output_dir)
+    broadcasts = run_dir / "broadcasts"
+    broadcasts.mkdir(parents=True)
+
+    def publish(step: int) -> None:
+        source = policy / "broadcasts" / f"step_{step}"
+        (broadcasts / source.name).symlink_to(source, target_is_directory=True)
+
+    publish(0)
+    finished = threading.Event()
+    received: list[RolloutBatch] = []
+    failed: list[BaseException] = []
+
+    def serve() -> None:
+        ranks = range(config.trainer_ranks)
+        receivers = [build_receiver(config.rollout_transport, run_dir, rank) for rank in ranks]
+        try:
+            for step in range(config.max_steps):
+                for receiver in receivers:
+                    batch = receiver.receive(step, finished.is_set)
+                    if batch is None:
+                        return
+                    received.append(batch)
+                    receiver.commit(step + 1)
+                publish(step + 1)
+        except BaseException as error:  # reported in the test's thread
+            failed.append(error)
+        finally:
+            for receiver in receivers:
+                receiver.close()
+
+    thread = threading.Thread(target=serve, name="trainer-stand-in", daemon=True)
+    thread.start()
+    try:
+        yield received
+    finally:
+        finished.set()
+        thread.join(timeout=30)
+    if failed:
+        raise failed[0]
+
+
+@contextlib.contextmanager
+def signals_kept() -> Iterator[None]:
+    """The orchestrator's stop flag takes SIGINT and SIGTERM for good; give them back."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def rollouts_sent(config) -> Iterator[object]:
+    """A sender of `config.rollout_transport` holding every step's batch for one trainer rank
+    (rl_support.rollout), open while the trainer runs; built from the plain config, so the
+    test's reads are not the trainer's."""
+    sender = build_sender(config.rollout_transport, Path(config.output_dir), 1)
+    try:
+        for step in range(config.max_steps):
+            sender.send(step, 0, rollout(step)[0])
+        yield sender
+    finally:
+        sender.close()
+
+
+def sent_rewards(steps: int) -> list[float]:
+    return [rollout(step)[0].reward for step in range(steps)]
+
+
+def broadcast_policy(out: Path) -> Path:
+    """A trainer run (not recorded) that broadcasts the weights of steps 0..2, for the
+    orchestrator runs to sample from."""
+    config = rl_config(out, "policy", {})
+    from trainspec.trainers.rl.train import train
+
+    try:
+        assert train(config) == 0
+    finally:
+        close_world()
+    policy = Path(config.output_dir)
+    assert ready_steps(policy) == [0, 1, 2]
+    return policy
+
+
+class FakeCompletionsServer:
+    """A vLLM-like OpenAI completions server in a thread: completion j of prompt i is the
+    prompt's last max_tokens - 1 tokens reversed, ended by the stop token for even j (odd j run
+    into max_tokens); any other POST (a weight reload) answers {}. `requests` keeps (path, body,
+    headers)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict, dict]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append((self.path, body, dict(self.headers)))
+                answer = (
+                    {"choices": fake.choices(body)} if self.path.endswith("/completions") else {}
+                )
+                data = json.dumps(answer).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    @staticmethod
+    def choices(body: dict) -> list[dict]:
+        (stop,) = body["stop_token_ids"]
+        keep = body["max_tokens"] - 1
+        choices = []
+        for prompt in body["prompt"]:
+            for j in range(body["n"]):
+                ids = prompt[-keep:][::-1] + ([stop] if j % 2 == 0 else [prompt[0]])
+                logprobs = [-0.5 - k / 10 for k in range(len(ids))]
+                choices.append(
+                    {
+                        "index": len(choices),
+                        "logprobs": {
+                            "token_logprobs": logprobs,
+                            "tokens": [f"token_id:{t}" for t in ids],
+                        },
+                        "finish_reason": "stop" if j % 2 == 0 else "length",
+                    }
+                )
+        return choices
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# -- the RL trainer's consumption runs --------------------------------------------------------
+
+
+def run_everything_on(out: Path, recorder: FieldRecorder, heartbeat_url: str) -> None:
+    """AdamW, constant schedule, packed fake samples, the default loss with its thresholds set,
+    token export and every side table; through `launch` so env_vars is read where the command
+    reads it."""
+    from trainspec.trainers.rl.main import launch
+
+    settings = {
+        "optim": {
+            "type": "adamw",
+            "lr": 1e-3,
+            "weight_decay": 0.1,
+            "max_norm": 1.0,
+            "betas1": 0.8,
+            "betas2": 0.95,
+        },
+        "scheduler": {"type": "constant"},
+        "data.fake": {"batch_size": 2, "generate_samples": True},
+        "loss": {
+            "type": "default",
+            "dppo_mask_low": 0.1,
+            "dppo_mask_high": 0.3,
+            "adv_tau": 0.5,
+            "kl_tau": 0.01,
+        },
+        "enable_token_export": True,
+        "log": {
+            "level": "info",
+            "vf_level": "warning",
+            "json_logging": True,
+            "log_data": True,
+            "interval": 0.001,
+            "ranks_filter": [0],
+        },
+        "matmul_precision": "highest",
+        "dist_timeout_seconds": 120,
+        "gc": {"interval": 1},
+        "trace_path": str(out / "trace" / "trace.json"),
+        "heartbeat": {"url": heartbeat_url},
+        "monitors": {
+            "file": {"path": "metrics-file.jsonl"},
+            "wandb": {
+                "project": "field-coverage",
+                "entity": "tests",
+                "name": "rl-everything",
+                "group": "g",
+                "tags": ["a"],
+                "offline": True,
+            },
+        },
+        "control": {
+            "dir": str(out / "control"),
+            "poll_interval_steps": 1,
+            "checkpoint_signal": "SIGUSR2",
+            "stop_signal": "SIGUSR1",
+            "checkpoint_on_stop": False,
+        },
+        "weight_broadcast": {"type": "filesystem"},
+        "model.ac": {"mode": "full", "freq": 1},
+        "model.fused_lm_head_token_chunk_size": 16,
+        "model.trust_remote_code": False,
+        "env_vars": {"TRAINSPEC_FIELD_COVERAGE": "1"},
+    }
+    config = rl_config(out, "everything", settings)
+    assert launch(recorder.wrap(config)) == 0
+    close_world()
+    run_dir = Path(config.output_dir)
+    assert os.environ.get("TRAINSPEC_FIELD_COVERAGE") == "1"
+    assert sorted(p.name for p in (run_dir / "token_export").iterdir()) == [
+        "step_0.rank_0.jsonl",
+        "step_1.rank_0.jsonl",
+    ]
+    assert [m["step"] for m in metrics(run_dir, "metrics-file.jsonl")] == [1, 2]
+    assert ready_steps(run_dir) == [0, 1, 2]
+
+
+def run_filesystem_transport(out: Path, recorder: FieldRecorder) -> None:
+    """SGD, linear schedule, the IPO loss, rollouts through files under the run directory."""
+    settings = {
+        "optim": {
+            "type": "sgd",
+            "lr": 1e-2,
+            "weight_decay": 0.0,
+            "max_norm": None,
+            "momentum": 0.8,
+            "nesterov": False,
+        },
+        "scheduler": {"type": "linear", "warmup_steps": 1, "decay_steps": 1, "min_lr": 1e-5},
+        "loss": {"type": "ipo", "ipo_threshold": 0.2, "adv_tau": 1.0, "kl_tau": 0.0},
+        "data.fake": None,
+        "rollout_transport": {"type": "filesystem"},
+        "model.fused_lm_head_token_chunk_size": "disabled",
+        "control": None,
+        "gc": None,
+    }
+    config = rl_config(out, "filesystem", settings)
+    with rollouts_sent(config):
+        assert train_recorded(recorder, config) == 0
+    run_dir = Path(config.output_dir)
+    assert not list((run_dir / "rollouts").rglob("*.bin"))  # consumed and committed
+    assert [m["reward"] for m in metrics(run_dir)] == sent_rewards(2)
+
+
+def run_zmq_transport(out: Path, recorder: FieldRecorder) -> None:
+    """Muon, cosine schedule, a custom loss (the IPO loss imported by path, with its keyword
+    arguments), LoRA, selective activation checkpointing, an explicit tokenizer, and rollouts
+    served over ZeroMQ."""
+    settings = {
+        "optim": {"type": "muon", "lr": 1e-3, "mu": 0.9, "betas1": 0.9, "betas2": 0.99},
+        "scheduler": {"type": "cosine", "warmup_steps": 1, "min_lr": 1e-5},
+        "loss": {
+            "type": "custom",
+            "import_path": "trainspec.trainers.rl.loss:ipo_loss",
+            "kwargs": {"threshold": 0.2, "adv_tau": 1.0, "kl_tau": 0.001},
+        },
+        "data.fake": None,
+        "rollout_transport": {"type": "zmq", "host": "127.0.0.1", "port": free_port(), "hwm": 2},
+        "tokenizer": {
+            "name": "builtin:tiny-qwen3",
+            "trust_remote_code": False,
+            "chat_template": str(TINY_MODEL / "chat_template.jinja"),
+        },
+        "model.lora": {
+            "rank": 4,
+            "alpha": 8.0,
+            "dropout": 0.0,
+            "target_modules": ["q_proj", "v_proj"],
+            "modules_to_save": ["norm"],
+        },
+        "model.ac": {"mode": "selective", "freq": 1, "targets": ["norm", "mlp"]},
+    }
+    config = rl_config(out, "zmq", settings)
+    with rollouts_sent(config) as sender:
+        assert train_recorded(recorder, config) == 0
+        assert sender.ready_steps() == 0  # every step consumed and committed
+    rows = metrics(Path(config.output_dir))
+    assert [m["reward"] for m in rows] == sent_rewards(2)
+    assert all("masked_fraction" in m for m in rows)  # the imported loss's metrics
+
+
+def _ckpt_settings(out: Path) -> dict:
+    return {
+        "ckpt": {
+            "output_dir": str(out / "rl-checkpoints"),
+            "interval": 1,
+            "keep_last": 1,
+            "keep_interval": 1,
+            "skip_progress": False,
+            "skip_scheduler": False,
+            "skip_dataloader": False,
+            "skip_optimizer": False,
+        },
+    }
+
+
+def run_checkpoint_and_resume(out: Path, recorder: FieldRecorder) -> None:
+    """Checkpoints every step, a resume from step 1, and a fork from another run's step 2 with
+    sign-SGD (so no optimizer state)."""
+    settings = _ckpt_settings(out)
+    assert train_recorded(recorder, rl_config(out, "ckpt", settings)) == 0
+    checkpoints = out / "rl-checkpoints"
+    assert (checkpoints / "step_1").is_dir() and (checkpoints / "step_2").is_dir()
+
+    resumed = {
+        **settings,
+        "ckpt": {**settings["ckpt"], "skip_scheduler": True, "skip_dataloader": True},
+        "resume": {"step": 1},
+    }
+    assert train_recorded(recorder, rl_config(out, "ckpt", resumed)) == 0
+    assert [m["step"] for m in metrics(out / "ckpt")] == [1, 2, 2]
+
+    forked = {
+        **settings,
+        "optim": {"type": "sign_sgd", "lr": 1e-4},
+        "ckpt": {
+            **settings["ckpt"],
+            "output_dir": str(out / "rl-fork-checkpoints"),
+            "skip_optimizer": True,
+            "skip_progress": True,
+        },
+        "resume": {"dir": str(checkpoints / "step_2")},
+        "max_steps": 1,
+    }
+    assert train_recorded(recorder, rl_config(out, "fork", forked)) == 0
+    assert (out / "rl-fork-checkpoints" / "step_1").is_dir()  # progress skipped: from step 0
+
+
+def run_moe(out: Path, recorder: FieldRecorder) -> None:
+    """A local MoE model without weights: router settings, random_init, activation offloading."""
+    settings = {
+        "model.name": str(_moe_dir(out / "tiny-moe")),
+        "tokenizer.name": "builtin:tiny-qwen3",
+        "model.debug.random_init": True,
+        "model.moe_router_dtype": "float32",
+        "model.freeze_moe_router": True,
+        "model.moe_use_grouped_mm": False,
+        "model.optimization_dtype": "float32",
+        "model.reduce_dtype": "float32",
+        "model.dp_replicate": 1,
+        "model.reshard_after_forward": False,
+        "model.fsdp_cpu_offload": False,
+        "model.optim_cpu_offload": True,
+        "model.ac": {"mode": "full"},
+        "model.ac_offloading": {"pin_memory": False},
+        "max_steps": 1,
+    }
+    assert train_recorded(recorder, rl_config(out, "moe", settings)) == 0
+
+
+def run_compiled(out: Path, recorder: FieldRecorder) -> None:
+    settings = {"model.compile": {"fullgraph": False}, "max_steps": 1}
+    assert train_recorded(recorder, rl_config(out, "compiled", settings)) == 0
+
+
+# -- the orchestrator's consumption runs ------------------------------------------------------
+
+
+def run_orchestrator_local(out: Path, recorder: FieldRecorder, policy: Path) -> None:
+    """The in-process sampler, held-out evaluation, exact-match reward, two trainer ranks fed
+    through files, every side table; through `launch`, the command's entry."""
+    from trainspec.trainers.orchestrator.main import launch
+
+    settings = {
+        "model": {"name": "builtin:tiny-qwen3", "trust_remote_code": False},
+        "sampler": {"type": "local", "device": "cpu"},
+        "sampling": {"temperature": 0.8, "max_tokens": 4},
+        "task": {"name": "builtin:reverse-text", "reward": "exact_match", "split": "train"},
+        "eval": {"interval": 1, "num_examples": 2, "split": "test"},
+        "max_async_level": 1,
+        "seed": 3,
+        "trainer_ranks": 2,
+        "rollout_transport": {"type": "filesystem"},
+        "weight_broadcast": {"type": "filesystem"},
+        "log": {
+            "level": "info",
+            "vf_level": "warning",
+            "json_logging": True,
+            "log_data": True,
+            "interval": 0.001,
+            "ranks_filter": [0],
+        },
+        "monitors": {
+            "file": {"path": "orchestrator-metrics.jsonl"},
+            "wandb": {
+                "project": "field-coverage",
+                "entity": "tests",
+                "name": "orchestrator",
+                "group": "g",
+                "tags": ["o"],
+                "offline": True,
+            },
+        },
+    }
+    config = orchestrator_config(out, "orchestrator-local", settings)
+    with signals_kept(), trainer_stand_in(config, policy) as received:
+        assert launch(recorder.wrap(config)) == 0
+    rows = metrics(Path(config.output_dir) / "orchestrator", "orchestrator-metrics.jsonl")
+    assert [m["step"] for m in rows if "eval_exact_match" in m] == [0, 1, 2]
+    assert [m["step"] for m in rows if "reward" in m] == [1, 2]
+    assert [b.step for b in received] == [0, 0, 1, 1]  # one share per trainer rank
+    assert {b.temperature for b in received} == {0.8}
+
+
+def run_orchestrator_openai(
+    out: Path, recorder: FieldRecorder, policy: Path, mp: pytest.MonkeyPatch
+) -> None:
+    """An OpenAI-compatible server (fake, in a thread) told about every broadcast, the LCS
+    reward, fully on-policy, batches served over ZeroMQ."""
+    mp.setenv("TRAINSPEC_FIELD_KEY", "secret")
+    server = FakeCompletionsServer()
+    try:
+        settings = {
+            "sampler": {
+                "type": "openai",
+                "base_url": server.base_url,
+                "model": "served-tiny",
+                "api_key_var": "TRAINSPEC_FIELD_KEY",
+                "timeout": 30,
+                "reload_path": "/update_weights",
+            },
+            "task.reward": "lcs_ratio",
+            "max_async_level": 0,
+            "rollout_transport": {
+                "type": "zmq",
+                "host": "127.0.0.1",
+                "port": free_port(),
+                "hwm": 2,
+            },
+        }
+        config = orchestrator_config(out, "orchestrator-openai", settings)
+        with signals_kept(), trainer_stand_in(config, policy) as received:
+            from trainspec.trainers.orchestrator.loop import run
+
+            assert run(recorder.wrap(config)) == 0
+    finally:
+        server.close()
+    completions = [r for r in server.requests if r[0] == "/v1/completions"]
+    reloads = [Path(r[1]["path"]).name for r in server.requests if r[0] == "/update_weights"]
+    assert len(completions) == 2
+    assert all(body["model"] == "served-tiny" for _, body, _ in completions)
+    assert all(headers["Authorization"] == "Bearer secret" for *_, headers in completions)
+    assert reloads == ["step_0", "step_1", "step_2"]
+    assert [(b.step, b.policy_step) for b in received] == [(0, 0), (1, 1)]  # on-policy
