@@ -120,7 +120,7 @@ class FileSystemReceiver(Receiver):
         self.rank = rank
 
     def receive(
-        self, step: int, should_stop: Callable[[], bool], poll_s: float = 0.1
+        self, step: int, should_stop: Callable[[], bool], poll_s: float = 0.005
     ) -> RolloutBatch | None:
         path = rank_file(self.run_dir, step, self.rank)
         while True:
