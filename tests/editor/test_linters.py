@@ -76,3 +76,24 @@ def test_taplo_language_server():
         # The binary exits 1 at once; the reason is the message it carries for this case.
         pytest.skip(f"taplo says {NOT_BUILT!r}: PyPI taplo 0.9.3 ships without the lsp feature")
     assert '"capabilities"' in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("fixture", "lines"),
+    [
+        ("tests/editor/fixtures/bad.orchestrator.toml", {4, 6}),
+        ("tests/editor/fixtures/bad.rl-run.toml", {4, 6}),
+    ],
+)
+@pytest.mark.parametrize("linter", ["tombi", "taplo"])
+def test_file_name_associations_reach_the_orchestrator_and_rl_schemas(linter, fixture, lines):
+    argv = (
+        [tool(linter), "lint", fixture]
+        if linter == "tombi"
+        else [tool(linter), "lint", "--colors", "never", fixture]
+    )
+    result = run(*argv)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    found = {int(m) for m in re.findall(rf"{re.escape(Path(fixture).name)}:(\d+):\d+", output)}
+    assert lines <= found, output
