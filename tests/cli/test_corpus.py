@@ -23,7 +23,6 @@ CLASSES = {
     "toml-syntax",
     "non-utf8",
     "empty-file",
-    "whitespace-only",
     "directory",
     "missing-file",
     "huge-number",

@@ -111,8 +111,8 @@ def read_file(path: str | PathLike[str]) -> FileSource:
         raw = where.read_bytes()
     except OSError as exc:
         raise ConfigFileError(path, (exc.strerror or str(exc)).lower()) from None
-    if not raw.strip():
-        raise ConfigFileError(path, "is empty; write at least one setting or leave the file out")
+    # An empty file is a valid TOML document with no settings: every default (as a file of
+    # comments only already was); the reference reads it the same way.
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
