@@ -118,10 +118,10 @@ def _unknown(flag: str, dotted: str, info: SchemaInfo) -> ConfigIssue:
     close = _close_matches(dotted, names, n=1, cutoff=0.7)
     leaf = dotted.rsplit(".", 1)[-1]
     homes = [".".join(p) for p in info.where(leaf)]
-    if close:
-        fix = f"did you mean --{close[0]}?"
-    elif homes:
+    if homes:  # the exact setting under another table beats a look-alike
         fix = "did you mean " + " or ".join(f"--{h}" for h in homes) + "?"
+    elif close:
+        fix = f"did you mean --{close[0]}?"
     else:
         fix = "run with --help to list the settings"
     return ConfigIssue("error", dotted, "is not a known setting", fix, flag=flag)

@@ -209,13 +209,18 @@ def _unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) -
     if tag is not None and owners:
         names = " or ".join(json.dumps(t) for t in owners)
         fix = f'{key} is a setting of {_dotted(where)}.type {names}, not "{tag}"'
-    elif close:
-        fix = f"did you mean {_dotted((*path, close[0]))}?"
-    elif elsewhere:
+    elif elsewhere:  # the exact key of another table beats a look-alike in this one
         homes = " or ".join(
             f"[{_dotted(p[:-1])}]" if p[:-1] else "the top level" for p in elsewhere
         )
         fix = f"{key} belongs under {homes}, not {section}"
+        if any(len(p) == 1 for p in elsewhere) and where:  # the classic TOML slip
+            fix = (
+                f"{key} is a top-level setting: TOML puts every key written after "
+                f"[{_dotted(where)}] into that table, so move {key} above the first [table]"
+            )
+    elif close:
+        fix = f"did you mean {_dotted((*path, close[0]))}?"
     else:
         fix = f"remove {key}; {section} takes: {', '.join(valid)}"
     return _issue((*path, key), f"is not a known key of {section}", fix, about_key=True)
