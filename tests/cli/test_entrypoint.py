@@ -30,8 +30,9 @@ def test_dry_run_prints_json_and_does_not_train():
     code, calls, out, _ = launch(TINY_SFT, "--dry-run")
     assert code == 0 and calls == []
     assert json.loads(out)["data"]["type"] == "fake"
-    code, calls, out, _ = launch(TINY_SFT, "--dry-run-typo")
-    assert code == 1 and calls == []
+    code, calls, out, err = launch(TINY_SFT, "--dry-run-typo")  # a mistyped option: usage
+    assert code == 2 and calls == []
+    assert "unknown option --dry-run-typo; did you mean --dry-run?" in err
 
 
 def test_help_is_generated_from_the_schema():

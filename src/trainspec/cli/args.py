@@ -63,6 +63,21 @@ class CommandLine:
     overrides: list[tuple[str, str | None]] = field(default_factory=list)
 
 
+def _refuse_mistyped_option(name: str, option_flags: set[str], info) -> None:
+    """`--fromat` is a mistyped option, not a config setting: a usage error naming the option
+    (a flag that is a real setting, or closer to one, stays an override)."""
+    import difflib
+
+    options = sorted(f for f in option_flags if f.startswith("--"))
+    close = difflib.get_close_matches(name, options, n=1, cutoff=0.75)
+    if not close:
+        return
+    setting = name[2:].replace("-", "_")
+    if info is not None and any(".".join(path) == setting for path in info.keys):
+        return
+    raise UsageError(f"unknown option {name}; did you mean {close[0]}?")
+
+
 def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> CommandLine:
     """Separate the entrypoint's options, the files and the `--config.path value` overrides."""
     option_flags = {s for action in parser._actions for s in action.option_strings}
@@ -96,6 +111,7 @@ def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> Command
                 known.append(following)
                 index += 1
         elif token.startswith("--") and len(token) > 2:
+            _refuse_mistyped_option(name, option_flags, info)
             if takes_value(token, following, info):
                 overrides.append((token, following))
                 index += 1
