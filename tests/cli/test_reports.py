@@ -34,7 +34,8 @@ def test_valid_text_report():
 
 def test_kind_comes_from_the_schema_line_or_the_flag(tmp_path):
     assert call(TINY_SFT)[0] == 0
-    assert call(TINY_SFT, "--kind", "rl")[0] == 1  # an SFT file checked as RL
+    code, _, err = call(TINY_SFT, "--kind", "rl")  # an SFT file checked as RL: the mismatch
+    assert code == 2 and "#:schema line is for sft configs, but --kind is rl" in err
     plain = write(tmp_path, "plain.toml", "max_steps = 3\n")
     code, _, err = call(plain)
     assert code == 2 and "--kind rl|sft" in err and "#:schema" in err

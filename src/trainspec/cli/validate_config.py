@@ -107,6 +107,15 @@ def _check_one(options, files: list[str], line: CommandLine, stdout, stderr) -> 
             f"cannot tell whether {files[0]} is an rl or sft config: pass --kind rl|sft, or "
             "start the file with a '#:schema ../schema/rl_trainer.json' (or sft_trainer) line"
         )
+    for path in files:  # --kind against a file that names another schema: say so, not its keys
+        named = kind_from_directive(path)
+        if options.kind and named and named != options.kind:
+            stderr.write(
+                f"{path}:1:1: error: its #:schema line is for {named} configs, but --kind is "
+                f"{options.kind}\n    fix: drop --kind {options.kind} (the #:schema line "
+                f"decides), or point the #:schema line at the {options.kind} schema\n"
+            )
+            return 2
     parsed = ParsedOverrides(FlagSource())
     if line.overrides:
         from trainspec.config.schema_info import schema_info
