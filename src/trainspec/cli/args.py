@@ -28,18 +28,32 @@ def guarded(
     stderr: TextIO,
 ) -> int:
     """Run a command's `body`, turning every failure into a message and an exit code: usage
-    errors exit 2 with the usage line, a closed pipe exits 1 quietly, and a bug prints one line
+    errors exit 2 with the usage line, a closed pipe exits 141 quietly (as if killed by SIGPIPE:
+    the output was cut short, which says nothing about the config), and a bug prints one line
     and exits 2 (never a traceback)."""
     try:
         return body(list(argv), stdout, stderr)
     except UsageError as err:
         stderr.write(f"usage: {usage}\n{prog}: error: {err}\n")
         return 2
-    except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
-        return 1
+    except BrokenPipeError:  # the reader went away (`| head`): not a verdict on the config
+        _silence_stdout()
+        return 128 + 13  # what a shell reports for a process ended by SIGPIPE
     except Exception as err:  # noqa: BLE001 - the one place that turns bugs into a report
         stderr.write(f"{prog}: internal error: {type(err).__name__}: {err} (please report it)\n")
         return 2
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so the interpreter's final flush cannot fail a second time."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
 
 
 class Parser(argparse.ArgumentParser):
