@@ -120,3 +120,25 @@ def test_usage_errors_exit_2():
     assert code == 2 and err.startswith("usage: validate-config")
     code, _, err = call(TINY_RL, "--format", "yaml")
     assert code == 2 and "invalid choice" in err
+
+
+def test_each_never_passes_a_file_it_did_not_check(tmp_path):
+    """The pre-commit mode: only a readable TOML file that names no schema is skipped."""
+    bad = "[optim]\nlr = -1\n"
+    named = write(tmp_path, "bad.rl.toml", bad)  # the name editors associate with RL
+    code, out, _ = call("--each", named)
+    assert code == 1 and "optim.lr" in out
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(b"\xef\xbb\xbf#:schema ../generated/schemas/rl_trainer.json\n" + bad.encode())
+    code, out, _ = call("--each", str(bom))
+    assert code == 1 and f"{bom}:3:" in out  # positions count from after the byte-order mark
+    late = write(tmp_path, "late.toml", "# a comment\n#:schema ../rl_trainer.json\n" + bad)
+    code, _, err = call("--each", late)
+    assert code == 2 and f"{late}:2:1:" in err and "must be the first line" in err
+    code, _, err = call("--each", str(tmp_path / "missing.toml"))
+    assert code == 2 and "missing.toml" in err
+    (tmp_path / "folder.toml").mkdir()
+    code, _, err = call("--each", str(tmp_path / "folder.toml"))
+    assert code == 2 and "is a directory" in err
+    foreign = write(tmp_path, "pyproject-like.toml", "[tool.x]\ny = 1\n")
+    assert call("--each", foreign)[0] == 0  # not a trainspec config: skipped

@@ -141,7 +141,7 @@ def kind_from_directive(path: str) -> str | None:
     """The kind named by a `#:schema .../rl_trainer.json` first line, if any."""
     try:
         with open(path, "rb") as handle:
-            first = handle.readline(4096).decode("utf-8", "replace").strip()
+            first = handle.readline(4096).decode("utf-8", "replace").lstrip("\ufeff").strip()
     except OSError:
         return None
     if not first.startswith("#:schema"):
@@ -150,6 +150,37 @@ def kind_from_directive(path: str) -> str | None:
     for kind, name in SCHEMA_NAMES.items():
         if stem == name:
             return kind
+    return None
+
+
+# File names that editors associate with a schema (.taplo.toml, tombi.toml, .vscode)
+NAME_SUFFIXES = {
+    ".rl.toml": "rl",
+    ".sft.toml": "sft",
+    ".orchestrator.toml": "orchestrator",
+    ".rl-run.toml": "rl_run",
+}
+
+
+def kind_of_file(path: str) -> str | None:
+    """The kind of a config file: its `#:schema` first line, else the file-name association
+    editors use (`x.rl.toml`, `x.sft.toml`, `x.orchestrator.toml`, `x.rl-run.toml`)."""
+    named = kind_from_directive(path)
+    if named:
+        return named
+    return next((k for suffix, k in NAME_SUFFIXES.items() if path.endswith(suffix)), None)
+
+
+def misplaced_directive(path: str) -> int | None:
+    """The line of a `#:schema` directive that is not on line 1 (editors ignore it there)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096).decode("utf-8", "replace").splitlines()[:10]
+    except OSError:
+        return None
+    for number, text in enumerate(head[1:], start=2):
+        if text.strip().startswith("#:schema"):
+            return number
     return None
 
 
@@ -163,5 +194,5 @@ def peek_kind(argv: Sequence[str]) -> str | None:
     for token in argv:
         token = token.removeprefix("@")
         if not token.startswith("-") and token.endswith(".toml"):
-            return kind_from_directive(token)
+            return kind_of_file(token)
     return None

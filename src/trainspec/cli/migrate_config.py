@@ -34,7 +34,7 @@ from trainspec.config.schema_info import schema_info
 from trainspec.config.sources import ConfigFileError, read_file
 from trainspec.issues import BARE_KEY, dotted
 
-from .args import Parser, UsageError, guarded, kind_from_directive
+from .args import Parser, UsageError, guarded, kind_of_file
 
 PROG = "migrate-config"
 USAGE = f"{PROG} FILE [FILE ...] [--kind rl|sft] [--check]"
@@ -356,7 +356,7 @@ def _migrate(path: str, kind: str | None, check: bool, totals: Totals, stdout, s
         totals.errors += 1
         stderr.write(f"{err}\n")
         return 2
-    kind = kind or kind_from_directive(path)
+    kind = kind or kind_of_file(path)
     if not kind:
         totals.errors += 1
         stderr.write(

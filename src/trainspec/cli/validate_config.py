@@ -27,6 +27,8 @@ from .args import (
     UsageError,
     guarded,
     kind_from_directive,
+    kind_of_file,
+    misplaced_directive,
     peek_kind,
     split,
 )
@@ -75,7 +77,7 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     options = line.options
     if options.help:
         parser.print_help()
-        kind = options.kind or (line.files and kind_from_directive(line.files[0]))
+        kind = options.kind or (line.files and kind_of_file(line.files[0]))
         if kind:
             from .help import config_flags_help
 
@@ -91,9 +93,7 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _check_one(options, files: list[str], line: CommandLine, stdout, stderr) -> int:
-    kind = options.kind or (files and kind_from_directive(files[0]))
-    if not kind and options.each:
-        return 0  # a TOML file that is not a trainspec config
+    kind = options.kind or (files and kind_of_file(files[0]))
     try:
         sources: list[Source] = [read_file(path) for path in files]
     except ConfigFileError as err:
@@ -102,6 +102,14 @@ def _check_one(options, files: list[str], line: CommandLine, stdout, stderr) -> 
             where = f"file={err.path},line={err.line or 1},col={err.column or 1},"
             stdout.write(f"::error {where}title=trainspec::{err.message}\n")
         return 2
+    if not kind and files and (line_no := misplaced_directive(files[0])):
+        stderr.write(
+            f"{files[0]}:{line_no}:1: error: the #:schema line must be the first line (editors "
+            "and validate-config read it only there)\n    fix: move it to line 1\n"
+        )
+        return 2
+    if not kind and options.each:
+        return 0  # a TOML file that is not a trainspec config
     if not kind:
         raise UsageError(
             f"cannot tell whether {files[0]} is an rl or sft config: pass --kind rl|sft, or "

@@ -111,6 +111,7 @@ def read_file(path: str | PathLike[str]) -> FileSource:
         raw = where.read_bytes()
     except OSError as exc:
         raise ConfigFileError(path, (exc.strerror or str(exc)).lower()) from None
+    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark: invisible, not TOML
     # An empty file is a valid TOML document with no settings: every default (as a file of
     # comments only already was); the reference reads it the same way.
     try:
