@@ -358,14 +358,13 @@ def run_chat_and_resume(out: Path, recorder: FieldRecorder) -> None:
     assert train_recorded(recorder, tiny_config(out, "fork", forked)) == 0
 
 
-def run_compiled(out: Path, recorder: FieldRecorder) -> None:
-    settings = {"model.compile": {"fullgraph": False}, "max_steps": 1}
-    assert train_recorded(recorder, tiny_config(out, "compiled", settings)) == 0
+COMPILED = {"model.compile": {"fullgraph": False}, "max_steps": 1}
 
 
-def run_moe(out: Path, recorder: FieldRecorder) -> None:
-    """A local MoE model without weights: router settings, random_init, activation offloading."""
-    settings = {
+def moe_settings(out: Path) -> dict:
+    """A local MoE model without weights: router settings, random_init, activation offloading
+    (shared with the RL trainer's runs)."""
+    return {
         "model.name": str(_moe_dir(out / "tiny-moe")),
         "tokenizer.name": "builtin:tiny-qwen3",
         "model.debug.random_init": True,
@@ -382,7 +381,14 @@ def run_moe(out: Path, recorder: FieldRecorder) -> None:
         "model.ac_offloading": {"pin_memory": False},
         "max_steps": 1,
     }
-    assert train_recorded(recorder, tiny_config(out, "moe", settings)) == 0
+
+
+def run_compiled(out: Path, recorder: FieldRecorder) -> None:
+    assert train_recorded(recorder, tiny_config(out, "compiled", COMPILED)) == 0
+
+
+def run_moe(out: Path, recorder: FieldRecorder) -> None:
+    assert train_recorded(recorder, tiny_config(out, "moe", moe_settings(out))) == 0
 
 
 def run_command_line(out: Path, recorder: FieldRecorder, mp: pytest.MonkeyPatch) -> None:

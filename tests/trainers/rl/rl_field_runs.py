@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 from field_recorder import FieldRecorder
-from field_runs import TINY_MODEL, _moe_dir
+from field_runs import COMPILED, TINY_MODEL, moe_settings
 from rl_support import metrics, rollout
 
 from trainspec.config import load
@@ -437,30 +437,12 @@ def run_checkpoint_and_resume(out: Path, recorder: FieldRecorder) -> None:
 
 
 def run_moe(out: Path, recorder: FieldRecorder) -> None:
-    """A local MoE model without weights: router settings, random_init, activation offloading."""
-    settings = {
-        "model.name": str(_moe_dir(out / "tiny-moe")),
-        "tokenizer.name": "builtin:tiny-qwen3",
-        "model.debug.random_init": True,
-        "model.moe_router_dtype": "float32",
-        "model.freeze_moe_router": True,
-        "model.moe_use_grouped_mm": False,
-        "model.optimization_dtype": "float32",
-        "model.reduce_dtype": "float32",
-        "model.dp_replicate": 1,
-        "model.reshard_after_forward": False,
-        "model.fsdp_cpu_offload": False,
-        "model.optim_cpu_offload": True,
-        "model.ac": {"mode": "full"},
-        "model.ac_offloading": {"pin_memory": False},
-        "max_steps": 1,
-    }
-    assert train_recorded(recorder, rl_config(out, "moe", settings)) == 0
+    """The SFT test's MoE run (router settings, random_init, activation offloading), in RL."""
+    assert train_recorded(recorder, rl_config(out, "moe", moe_settings(out))) == 0
 
 
 def run_compiled(out: Path, recorder: FieldRecorder) -> None:
-    settings = {"model.compile": {"fullgraph": False}, "max_steps": 1}
-    assert train_recorded(recorder, rl_config(out, "compiled", settings)) == 0
+    assert train_recorded(recorder, rl_config(out, "compiled", COMPILED)) == 0
 
 
 # -- the orchestrator's consumption runs ------------------------------------------------------
