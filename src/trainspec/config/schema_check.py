@@ -45,6 +45,21 @@ def _lookup(data: Any, path: tuple[Any, ...]) -> Any:
     return data
 
 
+def _instance_path(error, data: Any) -> tuple[Any, ...]:
+    """The error's location in `data`: jsonschema-rs gives a table key that looks like a number
+    (`"0"` under [env_vars]) as an int, which only an array index may be."""
+    path = []
+    for part in error.instance_path:
+        if isinstance(part, int) and isinstance(data, dict):
+            part = str(part)
+        path.append(part)
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            data = None
+    return tuple(path)
+
+
 def _schema_path(path: tuple[Any, ...]) -> tuple[str, ...]:
     return tuple(part for part in path if isinstance(part, str))
 
@@ -130,10 +145,10 @@ def _kind(error) -> str:
     return type(error.kind).__name__
 
 
-def _viable(branch: list, path: tuple[Any, ...]) -> bool:
+def _viable(branch: list, path: tuple[Any, ...], data: Any) -> bool:
     """Whether a union branch had the right shape and failed only further in."""
     for error in branch:
-        where = tuple(error.instance_path)
+        where = _instance_path(error, data)
         if where == path and _kind(error) in SHAPE_ERRORS:
             return False
         if where == (*path, "type") and _kind(error) == "Constant":
@@ -144,14 +159,14 @@ def _viable(branch: list, path: tuple[Any, ...]) -> bool:
 
 
 def _translate(error, info: SchemaInfo, data: Any, schema: dict) -> Iterator[ConfigIssue]:
-    path = tuple(error.instance_path)
+    path = _instance_path(error, data)
     kind = _kind(error)
     if kind in ("AnyOf", "OneOfNotValid"):
         branches = [
             [inner for inner in branch if not rule_of(schema, inner.schema_path)]
             for branch in error.kind.context
         ]
-        branches = [branch for branch in branches if _viable(branch, path)]
+        branches = [branch for branch in branches if _viable(branch, path, data)]
         if any(not branch for branch in branches):
             return  # a branch fails only by a stated rule: stage 2 reports it
         if branches:

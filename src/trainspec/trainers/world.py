@@ -57,7 +57,11 @@ def init_world(dist_timeout_seconds: int) -> World:
 
 
 def close_world() -> None:
+    """Leave the process group together: a rank that tears down gloo while a peer is still in
+    its last collective can abort the process ("terminate called without an active exception")."""
     if dist.is_initialized():
+        if dist.get_world_size() > 1:
+            dist.barrier()
         dist.destroy_process_group()
 
 
