@@ -337,9 +337,13 @@ def check_differential(tally: Tally) -> None:
     from trainspec.generated.base_trainer import BaseTrainerConfig
 
     base = set(BaseTrainerConfig.model_fields)
+    from trainspec.cli.args import kind_from_directive
+
     configs: dict[str, list[dict]] = {"rl": [], "sft": []}
     for path in sorted((ROOT / "configs").rglob("*.toml")):
-        configs[path.parent.name].append(tomllib.loads(path.read_text()))
+        kind = kind_from_directive(str(path))
+        if kind in configs:  # the trainer configs; orchestrator and rl.json ones share no base
+            configs[kind].append(tomllib.loads(path.read_text()))
     documents = []
     for siblings in configs.values():
         documents += siblings
