@@ -179,6 +179,48 @@ def isolated():
 # -- the consumption runs ---------------------------------------------------------------------
 
 
+def shared_tables_on(out: Path, heartbeat_url: str, name: str) -> dict:
+    """Every shared side table switched on (logging, monitors, heartbeat, gc, trace, control,
+    activation checkpointing, env_vars): the "everything on" runs of the SFT and RL tests."""
+    return {
+        "log": {
+            "level": "info",
+            "vf_level": "warning",
+            "json_logging": True,
+            "log_data": True,
+            "interval": 0.001,
+            "ranks_filter": [0],
+        },
+        "matmul_precision": "highest",
+        "dist_timeout_seconds": 120,
+        "gc": {"interval": 1},
+        "trace_path": str(out / "trace" / "trace.json"),
+        "heartbeat": {"url": heartbeat_url},
+        "monitors": {
+            "file": {"path": "metrics-file.jsonl"},
+            "wandb": {
+                "project": "field-coverage",
+                "entity": "tests",
+                "name": name,
+                "group": "g",
+                "tags": ["a"],
+                "offline": True,
+            },
+        },
+        "control": {
+            "dir": str(out / "control"),
+            "poll_interval_steps": 1,
+            "checkpoint_signal": "SIGUSR2",
+            "stop_signal": "SIGUSR1",
+            "checkpoint_on_stop": False,
+        },
+        "model.ac": {"mode": "full", "freq": 1},
+        "model.fused_lm_head_token_chunk_size": 16,
+        "model.trust_remote_code": False,
+        "env_vars": {"TRAINSPEC_FIELD_COVERAGE": "1"},
+    }
+
+
 def run_everything_on(out: Path, recorder: FieldRecorder, heartbeat_url: str) -> None:
     """AdamW, constant schedule, fixed increasing fake data, and every side table set; through
     `launch` so env_vars and the deployment are read where the command reads them."""
@@ -198,43 +240,9 @@ def run_everything_on(out: Path, recorder: FieldRecorder, heartbeat_url: str) ->
         "data.input_ids": "increasing",
         "data.seed": 3,
         "data.num_workers": 1,
-        "log": {
-            "level": "info",
-            "vf_level": "warning",
-            "json_logging": True,
-            "log_data": True,
-            "interval": 0.001,
-            "ranks_filter": [0],
-        },
-        "matmul_precision": "highest",
-        "dist_timeout_seconds": 120,
-        "gc": {"interval": 1},
-        "trace_path": str(out / "trace" / "trace.json"),
-        "heartbeat": {"url": heartbeat_url},
-        "monitors": {
-            "file": {"path": "metrics-file.jsonl"},
-            "wandb": {
-                "project": "field-coverage",
-                "entity": "tests",
-                "name": "everything",
-                "group": "g",
-                "tags": ["a"],
-                "offline": True,
-            },
-        },
-        "control": {
-            "dir": str(out / "control"),
-            "poll_interval_steps": 1,
-            "checkpoint_signal": "SIGUSR2",
-            "stop_signal": "SIGUSR1",
-            "checkpoint_on_stop": False,
-        },
+        **shared_tables_on(out, heartbeat_url, "everything"),
         "clean": True,
         "run.dir": "everything-dir",
-        "model.ac": {"mode": "full", "freq": 1},
-        "model.fused_lm_head_token_chunk_size": 16,
-        "model.trust_remote_code": False,
-        "env_vars": {"TRAINSPEC_FIELD_COVERAGE": "1"},
         "deployment": {"type": "single_node", "num_train_gpus": 1, "gpus_per_node": 1},
     }
     config = tiny_config(out, "everything", settings)

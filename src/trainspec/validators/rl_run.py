@@ -57,12 +57,13 @@ def propagate_shared(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def shared_settings_agree(cfg, ctx: RuleContext) -> None:
+    document = cfg.model_dump()
     for source, targets in SHARED.items():
-        value = _get(cfg.model_dump(), source)
+        value = _get(document, source)
         if value is None:
             continue
         for target in targets:
-            own = _get(cfg.model_dump(), target)
+            own = _get(document, target)
             if own != value:
                 ctx.error(
                     target,

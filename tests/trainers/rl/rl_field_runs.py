@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 from field_recorder import FieldRecorder
-from field_runs import COMPILED, TINY_MODEL, moe_settings
+from field_runs import COMPILED, TINY_MODEL, moe_settings, shared_tables_on
 from rl_support import metrics, rollout
 
 from trainspec.config import load
@@ -275,42 +275,8 @@ def run_everything_on(out: Path, recorder: FieldRecorder, heartbeat_url: str) ->
             "kl_tau": 0.01,
         },
         "enable_token_export": True,
-        "log": {
-            "level": "info",
-            "vf_level": "warning",
-            "json_logging": True,
-            "log_data": True,
-            "interval": 0.001,
-            "ranks_filter": [0],
-        },
-        "matmul_precision": "highest",
-        "dist_timeout_seconds": 120,
-        "gc": {"interval": 1},
-        "trace_path": str(out / "trace" / "trace.json"),
-        "heartbeat": {"url": heartbeat_url},
-        "monitors": {
-            "file": {"path": "metrics-file.jsonl"},
-            "wandb": {
-                "project": "field-coverage",
-                "entity": "tests",
-                "name": "rl-everything",
-                "group": "g",
-                "tags": ["a"],
-                "offline": True,
-            },
-        },
-        "control": {
-            "dir": str(out / "control"),
-            "poll_interval_steps": 1,
-            "checkpoint_signal": "SIGUSR2",
-            "stop_signal": "SIGUSR1",
-            "checkpoint_on_stop": False,
-        },
+        **shared_tables_on(out, heartbeat_url, "rl-everything"),
         "weight_broadcast": {"type": "filesystem"},
-        "model.ac": {"mode": "full", "freq": 1},
-        "model.fused_lm_head_token_chunk_size": 16,
-        "model.trust_remote_code": False,
-        "env_vars": {"TRAINSPEC_FIELD_COVERAGE": "1"},
     }
     config = rl_config(out, "everything", settings)
     assert launch(recorder.wrap(config)) == 0
