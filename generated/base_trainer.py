@@ -5,9 +5,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 from trainspec.config_model import ConfigModel
-from typing_extensions import TypeAliasType
 
-from . import checkpoint, common
+from . import checkpoint
 from . import control as control_1
 from . import gc as gc_1
 from . import heartbeat as heartbeat_1
@@ -16,17 +15,6 @@ from . import model as model_1
 from . import optimizer
 from . import scheduler as scheduler_1
 from . import tokenizer as tokenizer_1
-
-MaxSteps = TypeAliasType(
-    "MaxSteps",
-    Annotated[
-        int | None,
-        Field(
-            description="Stop after this many optimizer steps; null trains until the data or the operator stops it.",
-            ge=1,
-        ),
-    ],
-)
 
 
 class BaseTrainerConfig(ConfigModel):
@@ -55,7 +43,7 @@ class BaseTrainerConfig(ConfigModel):
         "type": "constant"
     }
     ckpt: Annotated[
-        checkpoint.CheckpointConfig | common.NoneString | None,
+        checkpoint.CheckpointConfig | None,
         Field(description="Checkpoint saving; off unless this table is present."),
     ] = None
     log: Annotated[
@@ -69,27 +57,28 @@ class BaseTrainerConfig(ConfigModel):
         ),
     ] = "high"
     max_steps: Annotated[
-        MaxSteps | common.NoneString,
+        int | None,
         Field(
-            description="Stop after this many optimizer steps; null trains until the data or the operator stops it."
+            description="Stop after this many optimizer steps; null trains until the data or the operator stops it.",
+            ge=1,
         ),
     ] = None
     memory_profiler_path: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Write a CUDA memory snapshot to this path; null turns memory profiling off.",
             examples=["outputs/memory.pickle"],
         ),
     ] = None
     gc: Annotated[
-        gc_1.GCConfig | common.NoneString | None,
+        gc_1.GCConfig | None,
         Field(
             description='Manual garbage collection every few steps; on by default, "None" keeps Python\'s automatic collector.',
             validate_default=True,
         ),
     ] = {}
     trace_path: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Write a torch profiler trace to this path; needs max_steps below 10.",
             examples=["outputs/trace.json"],
@@ -103,13 +92,13 @@ class BaseTrainerConfig(ConfigModel):
         ),
     ] = 900
     heartbeat: Annotated[
-        heartbeat_1.HeartbeatConfig | common.NoneString | None,
+        heartbeat_1.HeartbeatConfig | None,
         Field(
             description="Liveness pings to an external monitor; off unless this table is present."
         ),
     ] = None
     control: Annotated[
-        control_1.ControlConfig | common.NoneString | None,
+        control_1.ControlConfig | None,
         Field(
             description='Operator commands to a running trainer (checkpoint now, stop cleanly); on by default, "None" turns it off.',
             validate_default=True,
@@ -118,7 +107,7 @@ class BaseTrainerConfig(ConfigModel):
     env_vars: Annotated[
         dict[str, str],
         Field(
-            description="Extra environment variables set in every trainer process; the launcher's own variables cannot be overridden.",
+            description="Extra environment variables set in every trainer process; the launcher's own variables (CUDA_VISIBLE_DEVICES, WANDB_RUN_ID, ...) cannot be overridden.",
             examples=[{"NCCL_DEBUG": "WARN"}],
         ),
     ] = {}

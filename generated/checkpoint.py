@@ -5,44 +5,6 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
-from typing_extensions import TypeAliasType
-
-from . import common
-
-Interval = TypeAliasType(
-    "Interval",
-    Annotated[
-        int | None,
-        Field(
-            description="Save a checkpoint every this many steps; null saves only when training ends.",
-            ge=1,
-        ),
-    ],
-)
-
-
-KeepLast = TypeAliasType(
-    "KeepLast",
-    Annotated[
-        int | None,
-        Field(
-            description="Keep only this many of the newest step checkpoints and delete older ones; null keeps all.",
-            ge=1,
-        ),
-    ],
-)
-
-
-KeepInterval = TypeAliasType(
-    "KeepInterval",
-    Annotated[
-        int | None,
-        Field(
-            description="Never delete checkpoints whose step is a multiple of this number; null protects none.",
-            ge=1,
-        ),
-    ],
-)
 
 
 class CheckpointConfig(ConfigModel):
@@ -54,28 +16,31 @@ class CheckpointConfig(ConfigModel):
         extra="forbid",
     )
     output_dir: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Directory checkpoints are written to; null writes them under the trainer's output_dir.",
             examples=["/mnt/shared/checkpoints"],
         ),
     ] = None
     interval: Annotated[
-        Interval | common.NoneString,
+        int | None,
         Field(
-            description="Save a checkpoint every this many steps; null saves only when training ends."
+            description="Save a checkpoint every this many steps; null saves only when training ends.",
+            ge=1,
         ),
     ] = None
     keep_last: Annotated[
-        KeepLast | common.NoneString,
+        int | None,
         Field(
-            description="Keep only this many of the newest step checkpoints and delete older ones; null keeps all."
+            description="Keep only this many of the newest step checkpoints and delete older ones; null keeps all.",
+            ge=1,
         ),
     ] = None
     keep_interval: Annotated[
-        KeepInterval | common.NoneString,
+        int | None,
         Field(
-            description="Never delete checkpoints whose step is a multiple of this number; null protects none."
+            description="Never delete checkpoints whose step is a multiple of this number; null protects none.",
+            ge=1,
         ),
     ] = None
     skip_progress: Annotated[

@@ -6,8 +6,6 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
 
-from . import common
-
 
 class ControlConfig(ConfigModel):
     """
@@ -18,7 +16,7 @@ class ControlConfig(ConfigModel):
         extra="forbid",
     )
     dir: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Directory polled for command files ('checkpoint', 'stop'); null uses <output_dir>/control.",
             examples=["/mnt/shared/run-42/control"],
@@ -28,13 +26,13 @@ class ControlConfig(ConfigModel):
         int, Field(description="Look for command files every this many steps.", ge=1)
     ] = 1
     checkpoint_signal: Annotated[
-        Literal["SIGUSR1", "SIGUSR2"] | common.NoneString | None,
+        Literal["SIGUSR1", "SIGUSR2"] | None,
         Field(
             description="Signal that asks for a checkpoint after the current step; null ignores signals for this."
         ),
     ] = "SIGUSR1"
     stop_signal: Annotated[
-        Literal["SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2"] | common.NoneString | None,
+        Literal["SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2"] | None,
         Field(
             description="Signal that asks the trainer to finish the current step, save a checkpoint and exit; null leaves the signal's default action."
         ),

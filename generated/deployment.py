@@ -7,8 +7,6 @@ from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
 from typing_extensions import TypeAliasType
 
-from . import common
-
 
 class SingleNodeDeploymentConfig(ConfigModel):
     """
@@ -33,18 +31,6 @@ class SingleNodeDeploymentConfig(ConfigModel):
     ] = 1
 
 
-NodesPerFsdpGroup = TypeAliasType(
-    "NodesPerFsdpGroup",
-    Annotated[
-        int | None,
-        Field(
-            description="Nodes that shard one model replica; sets model.dp_replicate to num_train_nodes / nodes_per_fsdp_group.",
-            ge=1,
-        ),
-    ],
-)
-
-
 class MultiNodeDeploymentConfig(ConfigModel):
     """
     Training spread over several nodes.
@@ -67,9 +53,10 @@ class MultiNodeDeploymentConfig(ConfigModel):
         Field(description="Nodes used by inference servers for online evals.", ge=0),
     ] = 0
     nodes_per_fsdp_group: Annotated[
-        NodesPerFsdpGroup | common.NoneString,
+        int | None,
         Field(
-            description="Nodes that shard one model replica; sets model.dp_replicate to num_train_nodes / nodes_per_fsdp_group."
+            description="Nodes that shard one model replica; sets model.dp_replicate to num_train_nodes / nodes_per_fsdp_group.",
+            ge=1,
         ),
     ] = None
 

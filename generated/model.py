@@ -7,27 +7,14 @@ from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
 from typing_extensions import TypeAliasType
 
-from . import common
-
-Ep = TypeAliasType(
-    "Ep",
+PositiveInt = TypeAliasType(
+    "PositiveInt",
     Annotated[
         int,
         Field(
             description='Expert-parallel degree for MoE models; "auto" decides at startup.',
             ge=1,
-        ),
-    ],
-)
-
-
-DeepepTokenChunkSize = TypeAliasType(
-    "DeepepTokenChunkSize",
-    Annotated[
-        int | None,
-        Field(
-            description="Tokens per DeepEP dispatch chunk for pipelining; null sends everything at once.",
-            ge=1,
+            title="PositiveInt",
         ),
     ],
 )
@@ -196,7 +183,7 @@ class IndexCacheConfig(ConfigModel):
         int, Field(description="Recompute the indices every this many layers.", ge=1)
     ] = 1
     topk_pattern: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Per-layer string of F (fresh) and S (shared) that overrides topk_freq; null uses topk_freq.",
             examples=["FSSSFSSS"],
@@ -238,17 +225,6 @@ class LoRAConfig(ConfigModel):
     ] = []
 
 
-NumLayers = TypeAliasType(
-    "NumLayers",
-    Annotated[
-        int | None,
-        Field(
-            description="Keep only the first this many layers; null keeps all.", ge=1
-        ),
-    ],
-)
-
-
 class DebugModelConfig(ConfigModel):
     """
     Debugging and smoke-test knobs.
@@ -258,8 +234,10 @@ class DebugModelConfig(ConfigModel):
         extra="forbid",
     )
     num_layers: Annotated[
-        NumLayers | common.NoneString,
-        Field(description="Keep only the first this many layers; null keeps all."),
+        int | None,
+        Field(
+            description="Keep only the first this many layers; null keeps all.", ge=1
+        ),
     ] = None
     random_init: Annotated[
         bool,
@@ -310,13 +288,13 @@ class ModelConfig(ConfigModel):
         ),
     ] = False
     vlm: Annotated[
-        VLMConfig | common.NoneString | None,
+        VLMConfig | None,
         Field(
             description="Vision-language settings; present only when training a VLM."
         ),
     ] = None
     conversion_dir: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Directory for weights converted to the custom implementation's layout; null uses the model's snapshot directory.",
             examples=["/mnt/shared/converted/qwen3-30b-a3b"],
@@ -333,21 +311,21 @@ class ModelConfig(ConfigModel):
         ),
     ] = "auto"
     compile: Annotated[
-        CompileConfig | common.NoneString | None,
+        CompileConfig | None,
         Field(
             description='torch.compile the transformer blocks; on by default, "None" turns it off.',
             validate_default=True,
         ),
     ] = {}
     ac: Annotated[
-        ActivationCheckpointConfig | common.NoneString | None,
+        ActivationCheckpointConfig | None,
         Field(
             description="Activation checkpointing, which recomputes activations in backward to save memory; on by default.",
             validate_default=True,
         ),
     ] = {}
     ac_offloading: Annotated[
-        ActivationOffloadingConfig | common.NoneString | None,
+        ActivationOffloadingConfig | None,
         Field(
             description="Move checkpointed activations to CPU memory; on by default, and it keeps ac on.",
             validate_default=True,
@@ -364,9 +342,10 @@ class ModelConfig(ConfigModel):
         Field(description="Keep only the optimizer state in CPU memory between steps."),
     ] = True
     full_offload: Annotated[
-        OptimizerInBackwardOffloadConfig | bool | common.NoneString | None,
+        OptimizerInBackwardOffloadConfig | None,
         Field(
-            description="Run the optimizer on the CPU overlapped with backward; true enables it with defaults, false or null turns it off."
+            description="Run the optimizer on the CPU overlapped with backward; true enables it with defaults, false or null turns it off.",
+            json_schema_extra={"x-trainspec-switch": True},
         ),
     ] = None
     reshard_after_forward: Annotated[
@@ -383,7 +362,7 @@ class ModelConfig(ConfigModel):
         ),
     ] = 1
     ep: Annotated[
-        Ep | Literal["auto"],
+        PositiveInt | Literal["auto"],
         Field(
             description='Expert-parallel degree for MoE models; "auto" decides at startup.'
         ),
@@ -399,9 +378,10 @@ class ModelConfig(ConfigModel):
         ),
     ] = 20
     deepep_token_chunk_size: Annotated[
-        DeepepTokenChunkSize | common.NoneString,
+        int | None,
         Field(
-            description="Tokens per DeepEP dispatch chunk for pipelining; null sends everything at once."
+            description="Tokens per DeepEP dispatch chunk for pipelining; null sends everything at once.",
+            ge=1,
         ),
     ] = None
     cp: Annotated[
@@ -448,13 +428,13 @@ class ModelConfig(ConfigModel):
         ),
     ] = False
     quantization: Annotated[
-        Quantization | common.NoneString | None,
+        Quantization | None,
         Field(
             description="Low-precision training recipe; null trains in the model dtypes."
         ),
     ] = None
     index_cache: Annotated[
-        IndexCacheConfig | common.NoneString | None,
+        IndexCacheConfig | None,
         Field(
             description="Reuse sparse-attention top-k indices across layers; null recomputes them in every layer."
         ),
@@ -467,7 +447,7 @@ class ModelConfig(ConfigModel):
         ),
     ] = "auto"
     lora: Annotated[
-        LoRAConfig | common.NoneString | None,
+        LoRAConfig | None,
         Field(
             description="Train LoRA adapters instead of the full weights; off unless this table is present."
         ),

@@ -6,8 +6,6 @@ from typing import Annotated
 from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
 
-from . import common
-
 
 class WandbMonitorConfig(ConfigModel):
     """
@@ -24,28 +22,28 @@ class WandbMonitorConfig(ConfigModel):
         ),
     ] = "prime-rl"
     entity: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="W&B team or user that owns the project; null uses your default entity.",
             examples=["my-team"],
         ),
     ] = None
     name: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="W&B run name; null takes the run name chosen by the trainer.",
             examples=["qwen3-math-rl-lr2e-6"],
         ),
     ] = None
     group: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="W&B group that gathers related runs; null leaves the run ungrouped.",
             examples=["ablation-lr"],
         ),
     ] = None
     tags: Annotated[
-        list[str] | common.NoneString | None,
+        list[str] | None,
         Field(description="W&B tags attached to the run; null attaches none."),
     ] = None
     offline: Annotated[
@@ -79,11 +77,11 @@ class MonitorsConfig(ConfigModel):
         extra="forbid",
     )
     wandb: Annotated[
-        WandbMonitorConfig | common.NoneString | None,
+        WandbMonitorConfig | None,
         Field(description="Weights & Biases sink; off unless this table is present."),
     ] = None
     file: Annotated[
-        FileMonitorConfig | common.NoneString | None,
+        FileMonitorConfig | None,
         Field(
             description='JSON-lines metrics file; on by default, "None" turns it off.',
             validate_default=True,

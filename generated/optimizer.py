@@ -7,28 +7,15 @@ from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
 from typing_extensions import TypeAliasType
 
-from . import common
-
-WeightDecay = TypeAliasType(
-    "WeightDecay",
+NonNegativeFloat = TypeAliasType(
+    "NonNegativeFloat",
     Annotated[
         float,
         Field(
             description='Weight-decay coefficient; "auto" becomes 0.0 for RL and 0.01 for SFT.',
             ge=0.0,
             json_schema_extra={"x-trainspec-auto": {"rl": 0.0, "sft": 0.01}},
-        ),
-    ],
-)
-
-
-MaxNorm = TypeAliasType(
-    "MaxNorm",
-    Annotated[
-        float | None,
-        Field(
-            description="Gradient-norm clipping threshold; null turns clipping off.",
-            ge=0.0,
+            title="NonNegativeFloat",
         ),
     ],
 )
@@ -39,17 +26,22 @@ class BaseOptimizerConfig(ConfigModel):
     Settings every optimizer has.
     """
 
-    lr: Annotated[float, Field(description="Peak learning rate.", ge=0.0)] = 1e-06
+    lr: Annotated[float, Field(description="Peak learning rate.", ge=0.0, le=1.0)] = (
+        1e-06
+    )
     weight_decay: Annotated[
-        WeightDecay | Literal["auto"],
+        NonNegativeFloat | Literal["auto"],
         Field(
             description='Weight-decay coefficient; "auto" becomes 0.0 for RL and 0.01 for SFT.',
             json_schema_extra={"x-trainspec-auto": {"rl": 0.0, "sft": 0.01}},
         ),
     ] = "auto"
     max_norm: Annotated[
-        MaxNorm | common.NoneString,
-        Field(description="Gradient-norm clipping threshold; null turns clipping off."),
+        float | None,
+        Field(
+            description="Gradient-norm clipping threshold; null turns clipping off.",
+            ge=0.0,
+        ),
     ] = 1.0
 
 
@@ -64,11 +56,19 @@ class AdamWConfig(BaseOptimizerConfig):
     type: Annotated[Literal["adamw"], Field(description="Selects AdamW.")] = "adamw"
     betas1: Annotated[
         float,
-        Field(description="Decay rate of the first-moment estimate (beta1).", ge=0.0),
+        Field(
+            description="Decay rate of the first-moment estimate (beta1).",
+            ge=0.0,
+            lt=1.0,
+        ),
     ] = 0.9
     betas2: Annotated[
         float,
-        Field(description="Decay rate of the second-moment estimate (beta2).", ge=0.0),
+        Field(
+            description="Decay rate of the second-moment estimate (beta2).",
+            ge=0.0,
+            lt=1.0,
+        ),
     ] = 0.999
 
 
@@ -82,7 +82,9 @@ class SGDConfig(BaseOptimizerConfig):
     )
     type: Annotated[Literal["sgd"], Field(description="Selects SGD.")]
     nesterov: Annotated[bool, Field(description="Use Nesterov momentum.")] = True
-    momentum: Annotated[float, Field(description="Momentum factor.")] = 0.9
+    momentum: Annotated[
+        float, Field(description="Momentum factor.", ge=0.0, lt=1.0)
+    ] = 0.9
 
 
 class MuonConfig(BaseOptimizerConfig):
@@ -94,12 +96,13 @@ class MuonConfig(BaseOptimizerConfig):
         extra="forbid",
     )
     type: Annotated[Literal["muon"], Field(description="Selects Muon.")]
-    mu: Annotated[float, Field(description="Muon momentum.", ge=0.0)] = 0.95
+    mu: Annotated[float, Field(description="Muon momentum.", ge=0.0, lt=1.0)] = 0.95
     betas1: Annotated[
         float,
         Field(
             description="beta1 of the AdamW that updates the non-matrix parameters.",
             ge=0.0,
+            lt=1.0,
         ),
     ] = 0.9
     betas2: Annotated[
@@ -107,6 +110,7 @@ class MuonConfig(BaseOptimizerConfig):
         Field(
             description="beta2 of the AdamW that updates the non-matrix parameters.",
             ge=0.0,
+            lt=1.0,
         ),
     ] = 0.95
 

@@ -7,22 +7,10 @@ from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
 from typing_extensions import TypeAliasType
 
-from . import common
 from . import log as log_1
 from . import monitors as monitors_1
 from . import rollout_transport as rollout_transport_1
 from . import weight_broadcast as weight_broadcast_1
-
-MaxSteps = TypeAliasType(
-    "MaxSteps",
-    Annotated[
-        int | None,
-        Field(
-            description="Trainer steps to produce batches for; null produces until stopped.",
-            ge=1,
-        ),
-    ],
-)
 
 
 class OrchestratorModelConfig(ConfigModel):
@@ -85,7 +73,7 @@ class OpenAISamplerConfig(ConfigModel):
         ),
     ]
     model: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Model name the server serves; null uses model.name.",
             examples=["Qwen/Qwen3-0.6B"],
@@ -102,7 +90,7 @@ class OpenAISamplerConfig(ConfigModel):
         float, Field(description="Seconds one request may take.", gt=0.0)
     ] = 600
     reload_path: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description='Server path the orchestrator POSTs {"path": <weights directory>} to after each broadcast; null leaves reloading to the server.',
             examples=["/update_weights"],
@@ -253,9 +241,10 @@ class OrchestratorConfig(ConfigModel):
         ),
     ] = 1
     max_steps: Annotated[
-        MaxSteps | common.NoneString,
+        int | None,
         Field(
-            description="Trainer steps to produce batches for; null produces until stopped."
+            description="Trainer steps to produce batches for; null produces until stopped.",
+            ge=1,
         ),
     ] = None
     output_dir: Annotated[
@@ -285,7 +274,7 @@ class OrchestratorConfig(ConfigModel):
         "type": "filesystem"
     }
     eval: Annotated[
-        OrchestratorEvalConfig | common.NoneString | None,
+        OrchestratorEvalConfig | None,
         Field(
             description="Held-out greedy evaluation (exact match on the task's eval split); off unless this table is present."
         ),

@@ -6,8 +6,6 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
 
-from . import common
-
 
 class RendererConfig(ConfigModel):
     """
@@ -24,7 +22,7 @@ class RendererConfig(ConfigModel):
         ),
     ] = "auto"
     thinking_retention: Annotated[
-        Literal["tool_cycle"] | Literal["all"] | common.NoneString | None,
+        Literal["tool_cycle", "all"] | None,
         Field(
             description="Which earlier reasoning a named renderer keeps in the prompt; null renders messages as written."
         ),

@@ -5,20 +5,6 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
-from typing_extensions import TypeAliasType
-
-from . import common
-
-Step = TypeAliasType(
-    "Step",
-    Annotated[
-        int | None,
-        Field(
-            description="Checkpoint step of this run to resume from; null picks the latest one.",
-            ge=1,
-        ),
-    ],
-)
 
 
 class ResumeConfig(ConfigModel):
@@ -30,15 +16,17 @@ class ResumeConfig(ConfigModel):
         extra="forbid",
     )
     step: Annotated[
-        Step | common.NoneString,
+        int | None,
         Field(
-            description="Checkpoint step of this run to resume from; null picks the latest one."
+            description="Checkpoint step of this run to resume from; null picks the latest one.",
+            ge=1,
         ),
     ] = None
     dir: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="A step_N checkpoint directory of another run to fork from; null resumes this run.",
             examples=["outputs/base-run/checkpoints/step_400"],
+            pattern="(^|/)step_[0-9]+/*$",
         ),
     ] = None

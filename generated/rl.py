@@ -5,34 +5,9 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
-from typing_extensions import TypeAliasType
 
-from . import common
 from . import orchestrator as orchestrator_1
 from . import rl_trainer
-
-MaxSteps = TypeAliasType(
-    "MaxSteps",
-    Annotated[
-        int | None,
-        Field(
-            description="Trainer steps of the run; copied to trainer.max_steps and orchestrator.max_steps.",
-            ge=1,
-        ),
-    ],
-)
-
-
-SeqLen = TypeAliasType(
-    "SeqLen",
-    Annotated[
-        int | None,
-        Field(
-            description="Tokens of one packed row; copied to trainer.model.seq_len and orchestrator.seq_len when set.",
-            ge=1,
-        ),
-    ],
-)
 
 
 class SharedModelConfig(ConfigModel):
@@ -44,7 +19,7 @@ class SharedModelConfig(ConfigModel):
         extra="forbid",
     )
     name: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Hub id, local directory or built-in model; copied to trainer.model.name and orchestrator.model.name when set.",
             examples=["builtin:tiny-qwen3", "outputs/rl-demo-sft/checkpoints/step_450/weights"],
@@ -84,15 +59,17 @@ class RLConfig(ConfigModel):
         ),
     ] = {}
     max_steps: Annotated[
-        MaxSteps | common.NoneString,
+        int | None,
         Field(
-            description="Trainer steps of the run; copied to trainer.max_steps and orchestrator.max_steps."
+            description="Trainer steps of the run; copied to trainer.max_steps and orchestrator.max_steps.",
+            ge=1,
         ),
     ] = None
     seq_len: Annotated[
-        SeqLen | common.NoneString,
+        int | None,
         Field(
-            description="Tokens of one packed row; copied to trainer.model.seq_len and orchestrator.seq_len when set."
+            description="Tokens of one packed row; copied to trainer.model.seq_len and orchestrator.seq_len when set.",
+            ge=1,
         ),
     ] = None
     output_dir: Annotated[

@@ -6,8 +6,6 @@ from typing import Annotated
 from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
 
-from . import common
-
 
 class FakeDataLoaderConfig(ConfigModel):
     """
@@ -37,7 +35,7 @@ class RLDataConfig(ConfigModel):
         extra="forbid",
     )
     fake: Annotated[
-        FakeDataLoaderConfig | common.NoneString | None,
+        FakeDataLoaderConfig | None,
         Field(
             description="Train on synthetic micro-batches instead of rollouts; off unless this table is present."
         ),

@@ -5,7 +5,6 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
-from . import common
 from . import loss as loss_1
 from . import metrics_server as metrics_server_1
 from . import monitors as monitors_1
@@ -35,7 +34,7 @@ class RLTrainerConfig(BaseTrainerConfig):
         "type": "default"
     }
     resume: Annotated[
-        resume_1.ResumeConfig | common.NoneString | None,
+        resume_1.ResumeConfig | None,
         Field(
             description="Resume from a checkpoint; off unless this table is present."
         ),
@@ -64,7 +63,7 @@ class RLTrainerConfig(BaseTrainerConfig):
         ),
     ] = False
     metrics_server: Annotated[
-        metrics_server_1.MetricsServerConfig | common.NoneString | None,
+        metrics_server_1.MetricsServerConfig | None,
         Field(
             description="Prometheus metrics endpoint; off unless this table is present."
         ),

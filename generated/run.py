@@ -6,8 +6,6 @@ from typing import Annotated
 from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
 
-from . import common
-
 
 class RunConfig(ConfigModel):
     """
@@ -18,14 +16,14 @@ class RunConfig(ConfigModel):
         extra="forbid",
     )
     name: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Run name; null derives '<dataset>--<model>--<8 hex digits of the config hash>', so the same config resumes the same run.",
             examples=["reverse-text--qwen3-0.6b--baseline"],
         ),
     ] = None
     dir: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Directory of the run under output_dir; null uses the run name.",
             examples=["reverse-text-baseline"],

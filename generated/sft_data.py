@@ -7,8 +7,6 @@ from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
 from typing_extensions import TypeAliasType
 
-from . import common
-
 
 class BaseDataConfig(ConfigModel):
     """
@@ -98,19 +96,19 @@ class SFTDatasetConfig(BaseDataConfig):
         ),
     ] = "PrimeIntellect/Reverse-Text-SFT"
     subsets: Annotated[
-        list[str] | common.NoneString | None,
+        list[str] | None,
         Field(
             description="Dataset subsets to load and interleave; null loads the default subset."
         ),
     ] = None
     splits: Annotated[
-        list[str] | common.NoneString | None,
+        list[str] | None,
         Field(
             description="Dataset splits to load, one per subset; null loads the train split."
         ),
     ] = None
     probabilities: Annotated[
-        list[Probability] | common.NoneString | None,
+        list[Probability] | None,
         Field(
             description="Sampling weight of each subset or split when interleaving; null weights them by size."
         ),

@@ -5,7 +5,6 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
-from . import common
 from . import deployment as deployment_1
 from . import monitors as monitors_1
 from . import renderer as renderer_1
@@ -29,7 +28,7 @@ class SFTTrainerConfig(BaseTrainerConfig):
         "type": "sft"
     }
     val: Annotated[
-        val_1.SFTValConfig | common.NoneString | None,
+        val_1.SFTValConfig | None,
         Field(description="Periodic validation; off unless this table is present."),
     ] = None
     renderer: Annotated[
@@ -40,13 +39,13 @@ class SFTTrainerConfig(BaseTrainerConfig):
         ),
     ] = {}
     weight_broadcast: Annotated[
-        weight_broadcast_1.WeightBroadcastConfig | common.NoneString | None,
+        weight_broadcast_1.WeightBroadcastConfig | None,
         Field(
             description="How weights reach an inference server for online evals; null while online evals are off."
         ),
     ] = None
     resume: Annotated[
-        resume_1.ResumeConfig | common.NoneString | None,
+        resume_1.ResumeConfig | None,
         Field(
             description="Resume from a checkpoint; off unless this table is present."
         ),

@@ -6,8 +6,6 @@ from typing import Annotated
 from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
 
-from . import common
-
 
 class TokenizerConfig(ConfigModel):
     """
@@ -18,20 +16,20 @@ class TokenizerConfig(ConfigModel):
         extra="forbid",
     )
     name: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Hugging Face id or local path of the tokenizer; null uses model.name.",
             examples=["Qwen/Qwen3-0.6B"],
         ),
     ] = None
     trust_remote_code: Annotated[
-        bool | common.NoneString | None,
+        bool | None,
         Field(
             description="Whether the tokenizer may run code from its repository; null uses model.trust_remote_code."
         ),
     ] = None
     chat_template: Annotated[
-        str | common.NoneString | None,
+        str | None,
         Field(
             description="Jinja chat template, inline or as a file path, that replaces the tokenizer's own; null keeps the tokenizer's template.",
             examples=["templates/chatml.jinja"],

@@ -20,6 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trainspec.schema_walk import objects
+
 ID_PREFIX = "urn:trainspec:schema:"
 
 
@@ -90,35 +92,14 @@ def _renamed_stubs(node: Any) -> Any:
     return node
 
 
-def _target(root: dict[str, Any], ref: str) -> dict[str, Any]:
-    node: Any = root
-    for part in ref.removeprefix("#/").split("/"):
-        node = node[part]
-    return node
-
-
-def _is_rule(node: Any) -> bool:
-    return isinstance(node, dict) and "x-trainspec-rule" in node
-
-
-def _object_parts(root: dict[str, Any], node: dict[str, Any]) -> tuple[dict, list, list]:
-    """(properties, required, rules) an allOf part contributes, following refs and nested
-    allOf; rules are the schema-stated rules (x-trainspec-rule) it carries."""
-    if "$ref" in node:
-        node = _target(root, node["$ref"])
-    if _is_rule(node):
-        return {}, [], [node]
+def _object_parts(root: dict[str, Any], node: dict[str, Any]) -> tuple[dict, list]:
+    """(properties, required) an allOf part contributes, following refs and nested allOf."""
     properties: dict[str, Any] = {}
     required: list[str] = []
-    rules: list[dict[str, Any]] = []
-    for part in node.get("allOf", []):
-        more, needed, stated = _object_parts(root, part)
-        properties.update(more)
-        required += needed
-        rules += stated
-    properties.update(node.get("properties", {}))
-    required += node.get("required", [])
-    return properties, required, rules
+    for shape in objects(root, node):
+        properties.update(shape.properties)
+        required += shape.required
+    return properties, required
 
 
 def _flatten(node: Any, root: dict[str, Any]) -> Any:
@@ -130,12 +111,10 @@ def _flatten(node: Any, root: dict[str, Any]) -> Any:
     if "allOf" in node and node.get("unevaluatedProperties") is False:
         properties: dict[str, Any] = {}
         required: list[str] = []
-        rules: list[dict[str, Any]] = []
         for part in node["allOf"]:
-            more, needed, stated = _object_parts(root, _flatten(part, root))
+            more, needed = _object_parts(root, _flatten(part, root))
             properties.update(more)
             required += needed
-            rules += stated
         properties.update(node.get("properties", {}))
         required += node.get("required", [])
         flat = {k: v for k, v in node.items() if k not in ("allOf", "unevaluatedProperties")}
@@ -144,8 +123,6 @@ def _flatten(node: Any, root: dict[str, Any]) -> Any:
         if required:
             flat["required"] = list(dict.fromkeys(required))
         flat["additionalProperties"] = False
-        if rules:
-            flat["allOf"] = rules  # the schema-stated rules keep applying to the flat object
         return flat
     return node
 

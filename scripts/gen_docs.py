@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from trainspec.config.schema_info import NO_DEFAULT, KeyInfo, SchemaInfo
+from trainspec.kinds import SCHEMA_NAMES
 
 HEADER = """# trainspec settings reference
 
@@ -47,6 +48,10 @@ def _rows(info: SchemaInfo, keys: list[KeyInfo]) -> list[str]:
         if key.renamed_to:
             continue  # listed under "Renamed keys"
         takes = "table" if key.is_table and not key.choices else key.expected()
+        if key.limits:
+            takes += f" ({key.limits})"
+        if key.items is not None and key.items.limits:
+            takes += f" (each {key.items.limits})"
         if key.path in info.variants:
             takes = "union: " + ", ".join(f"`{tag}`" for tag in info.variants[key.path])
         elif key.is_table and "null" in key.types:
@@ -140,19 +145,58 @@ def reference(schemas: dict[str, dict[str, Any]]) -> str:
     ]
     out += ["| old key | new key |", "|---|---|"]
     out += [f"| `{old}` | `{new}` |" for old, new in sorted(renamed)]
-    return "\n".join(out) + "\n"
+    out += ["", "## Rules between settings", ""]
+    out += _rules()
+    return _with_contents("\n".join(out) + "\n")
+
+
+def _rules() -> list[str]:
+    """Every rule of the pipeline, by the kinds that run it, with its docstring's first line."""
+    from trainspec.kinds import ALL_KINDS
+    from trainspec.validators.pipeline import rules_for
+
+    kinds: dict[str, list[str]] = {}
+    summary: dict[str, str] = {}
+    for kind in ALL_KINDS:
+        for rule in rules_for(kind):
+            kinds.setdefault(rule.__name__, []).append(kind)
+            summary[rule.__name__] = (rule.__doc__ or "").strip().split("\n")[0]
+    lines = [
+        "Checked by validate-config (and every command) after each key passed the schema; "
+        "editors do not show them. A rule that changes a value (`resolve_*`) warns when it "
+        "changes one you wrote. Find a rule by its name in `src/trainspec/validators/`.",
+        "",
+        "| rule | kinds | what it requires or does |",
+        "|---|---|---|",
+    ]
+    for name, where in kinds.items():
+        lines.append(f"| `{name}` | {', '.join(where)} | {_cell(summary[name])} |")
+    return lines
+
+
+def _anchor(title: str) -> str:
+    """The anchor GitHub gives a heading."""
+    kept = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")
+
+
+def _with_contents(text: str) -> str:
+    """The page with a contents list after its header, linking each ## and ### heading."""
+    lines = text.split("\n")
+    contents = ["## Contents", ""]
+    for line in lines:
+        for level, mark in ((0, "## "), (1, "### ")):
+            if line.startswith(mark):
+                title = line[len(mark) :]
+                contents.append(f"{'  ' * level}- [{title}](#{_anchor(title)})")
+    first = next(n for n, line in enumerate(lines) if line.startswith("## "))
+    return "\n".join([*lines[:first], *contents, "", *lines[first:]])
 
 
 def write_reference(bundle_dir: Path, out: Path) -> None:
     schemas = {
         kind: json.loads((bundle_dir / f"{name}.json").read_text())
-        for kind, name in (
-            ("rl", "rl_trainer"),
-            ("sft", "sft_trainer"),
-            ("base", "base_trainer"),
-            ("orchestrator", "orchestrator"),
-            ("rl_run", "rl"),
-        )
+        for kind, name in (*SCHEMA_NAMES.items(), ("base", "base_trainer"))
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(reference(schemas))

@@ -1,5 +1,6 @@
-"""What a JSON Schema declares about each key: types, allowed constants, bounds, default and
-whether it is required. Applied to schema/ and to the generated classes' own JSON Schema
+"""What a JSON Schema declares about each key: types, allowed constants, bounds, pattern,
+default, whether it is required, and trainspec's extensions (the auto table, switches).
+Applied to the classes' view of schema/ and to the generated classes' own JSON Schema
 (`model_json_schema()`), the two must agree key by key."""
 
 from __future__ import annotations
@@ -7,44 +8,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainspec.config.bundle import resolve_ref
 from trainspec.config.schema_info import json_type
+from trainspec.schema_walk import branches, objects
 
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 NO_DEFAULT = "<no default>"
-
-
-def _branches(root: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]:
-    """The alternatives a value may take (anyOf/oneOf flattened), each resolved."""
-    node = resolve_ref(root, node)
-    found = []
-    for key in ("anyOf", "oneOf"):
-        for branch in node.get(key, []):
-            found += _branches(root, branch)
-    rest = {k: v for k, v in node.items() if k not in ("anyOf", "oneOf")}
-    if not found or any(k in rest for k in ("type", "const", "enum", "properties")):
-        found.append(rest)
-    return found
-
-
-def _objects(root: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]:
-    """Object schemas among the alternatives, with allOf parts merged in, each with the `type`
-    tag that selects it when it is a variant of a union."""
-    objects = []
-    for branch in _branches(root, node):
-        properties, required = dict(branch.get("properties", {})), list(branch.get("required", []))
-        for part in branch.get("allOf", []):
-            for sub in _objects(root, part):
-                properties = {**sub["properties"], **properties}
-                required += sub["required"]
-        if properties or branch.get("type") == "object":
-            tag = resolve_ref(root, properties.get("type", {})).get("const")
-            objects.append({"properties": properties, "required": required, "tag": tag})
-    return objects
+EXTENSIONS = ("x-trainspec-auto", "x-trainspec-switch")
 
 
 def _describe(root: dict[str, Any], prop: dict[str, Any], fact: dict[str, Any]) -> None:
-    for branch in _branches(root, prop):
+    for branch in branches(root, prop):
         kinds = branch.get("type")
         for kind in [kinds] if isinstance(kinds, str) else kinds or []:
             fact["types"].add(kind)
@@ -56,6 +29,8 @@ def _describe(root: dict[str, Any], prop: dict[str, Any], fact: dict[str, Any]) 
         for bound in BOUNDS:
             if bound in branch:
                 fact[bound] = float(branch[bound])
+        if "pattern" in branch:
+            fact["pattern"] = branch["pattern"]
         if isinstance(branch.get("items"), dict):
             inner = {"types": set(), "consts": set()}
             _describe(root, branch["items"], inner)
@@ -69,19 +44,22 @@ def facts(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
     def walk(node: dict[str, Any], prefix: str) -> None:
         if prefix.count(".") > 12:
             return  # the config tree is shallow; this only guards a recursive schema
-        objects = _objects(schema, node)
-        union = len(objects) > 1 and all(obj["tag"] is not None for obj in objects)
-        for obj in objects:
+        shapes = objects(schema, node)
+        union = len(shapes) > 1 and all(shape.tag is not None for shape in shapes)
+        for shape in shapes:
             # Keys of a union variant are told apart by the variant: optim[muon].betas2.
-            here = f"{prefix[:-1]}[{obj['tag']}]." if union and prefix else prefix
-            for name, prop in obj["properties"].items():
+            here = f"{prefix[:-1]}[{shape.tag}]." if union and prefix else prefix
+            for name, prop in shape.properties.items():
                 if isinstance(prop, dict) and prop.get("not") == {}:
                     continue  # a renamed key: accepts nothing, the classes lack it too
                 path = f"{here}{name}"
                 fact = found.setdefault(path, {"types": set(), "consts": set()})
-                fact["required"] = fact.get("required", False) or name in obj["required"]
+                fact["required"] = fact.get("required", False) or name in shape.required
                 if "default" in prop:
                     fact["default"] = json.dumps(prop["default"], sort_keys=True)
+                for extension in EXTENSIONS:  # stated by the schema, copied into the classes
+                    if extension in prop:
+                        fact[extension] = json.dumps(prop[extension], sort_keys=True)
                 _describe(schema, prop, fact)
                 walk(prop, f"{path}.")
 

@@ -52,6 +52,8 @@ def strategy(root: dict[str, Any], node: dict[str, Any] | None = None, depth: in
         return st.booleans()
     if kinds == "null":
         return st.none()
+    if kinds == "string" and "pattern" in node:
+        return st.from_regex(node["pattern"])  # JSON Schema patterns search, as from_regex does
     if kinds == "string":
         return st.text(max_size=12)
     return st.nothing()

@@ -96,7 +96,8 @@ def _check_errors(case: dict[str, Any], result: Result, where: Path) -> None:
 
 def _check_stderr(case: dict[str, Any], result: Result) -> None:
     spec = case.get("stderr", {})
-    assert result.stdout == "", result.stdout
+    report = result.report()  # --format json: the failure is a JSON report on stdout too
+    assert report["valid"] is False and report["config"] is None and report["errors"], report
     assert result.stderr.strip(), "exit 2 with nothing on stderr"
     file = spec.get("file", case["files"][0] if case["files"] else "")
     if file:
@@ -173,3 +174,15 @@ def test_corpus_is_large_and_covers_every_class() -> None:
     assert {case["class"] for case in CASES} == CLASSES
     counts = Counter(case["class"] for case in CASES)
     assert all(count >= 1 for count in counts.values()), counts
+
+
+def test_every_expected_error_states_its_message():
+    """The corpus pins what users read, not only where: each expected error of an invalid
+    config names (a part of) its message."""
+    bare = [
+        f"{case['name']}: {error['path']}"
+        for case in CASES
+        for error in case.get("errors", [])
+        if not error.get("message")
+    ]
+    assert bare == []

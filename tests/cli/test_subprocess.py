@@ -99,3 +99,21 @@ def test_reference_style_at_file(bad: Path, form: list[str]) -> None:
     result = validate(*argv)
     assert result.returncode == 1
     assert f"{bad}:5:" in result.stdout
+
+
+def test_json_report_for_a_file_that_cannot_be_read(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    result = validate(str(missing), "--kind", "rl", "--format", "json")
+    assert result.returncode == 2
+    report = json.loads(result.stdout)
+    assert (report["valid"], report["config"]) == (False, None)
+    [error] = report["errors"]
+    assert (error["file"], error["category"]) == (str(missing), "file")
+    assert result.stderr.strip() == f"{missing}: no such file or directory"  # unchanged
+
+
+def test_json_report_for_a_usage_error() -> None:
+    result = validate(str(TINY_RL), "--fromat", "json", "--format", "json")
+    assert result.returncode == 2
+    [error] = json.loads(result.stdout)["errors"]
+    assert error["category"] == "usage" and "did you mean --format?" in error["message"]

@@ -103,3 +103,25 @@ def test_toml_conventions_apply_wherever_a_table_is_reused():
     ).config
     assert config.data.subsets is None
     assert config.val.data.subsets is None
+
+
+def test_rule_errors_come_with_the_structural_ones():
+    """One round of fixes: a wrong type elsewhere does not hide what the rules find."""
+    from trainspec.config import ConfigError, validate
+
+    document = {"model": {"seq_len": "long"}, "scheduler": {"type": "cosine"}}
+    with pytest.raises(ConfigError) as err:
+        validate("sft", document)
+    assert [(e.path, e.rule) for e in err.value.errors] == [
+        ("model.seq_len", None),
+        ("max_steps", "validate_scheduler_steps"),
+    ]
+
+
+def test_rule_errors_about_a_rejected_value_are_left_out():
+    """max_steps = "x" is wrong; the cosine rule would judge its default, so it stays quiet."""
+    from trainspec.config import ConfigError, validate
+
+    with pytest.raises(ConfigError) as err:
+        validate("sft", {"max_steps": "x", "scheduler": {"type": "cosine"}})
+    assert [e.path for e in err.value.errors] == ["max_steps"]

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 from support import schema_accepts
 
-from trainspec.config import ConfigError, config_class, validate
+from trainspec.config import config_class
 
 SHARED_CASES = [
     {"max_steps": 5},
@@ -123,23 +123,3 @@ def test_sft_cases(document):
 def test_the_table_has_both_outcomes():
     outcomes = {schema_accepts("rl", d) for d in SHARED_CASES}
     assert outcomes == {True, False}
-
-
-# Rules that the schema states and a handwritten rule enforces (its twin), compared with the
-# whole pipeline rather than the bare classes.
-RULE_TWINS = [
-    ({"env_vars": {"CUDA_VISIBLE_DEVICES": "0"}}, False),
-    ({"env_vars": {"WANDB_RUN_ID": "x", "OK": "1"}}, False),
-    ({"env_vars": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}}, True),
-]
-
-
-@pytest.mark.parametrize("document, valid", RULE_TWINS, ids=str)
-def test_schema_rules_and_their_handwritten_twins(kind, document, valid):
-    assert schema_accepts(kind, document) is valid
-    try:
-        validate(kind, document)
-    except ConfigError:
-        assert not valid
-    else:
-        assert valid

@@ -69,10 +69,7 @@ def test_dist_timeout_default_is_900():
 
 
 def _properties(node, where):
-    """Yield (location, name, property schema, required names) for every object schema
-    (not the schema-stated rules, whose `if`/`then` only constrain declared properties)."""
-    if isinstance(node, dict) and "x-trainspec-rule" in node:
-        return
+    """Yield (location, name, property schema, required names) for every object schema."""
     if isinstance(node, dict):
         if isinstance(node.get("properties"), dict):
             required = set(node.get("required", []))

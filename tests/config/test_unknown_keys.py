@@ -16,7 +16,7 @@ SHARED_CASES = [
     ({"optim": {"bogus": 1}}, "optim.bogus"),
     ({"optim": {"type": "sgd", "betas1": 0.9}}, "optim.betas1"),
     ({"optim": {"type": "muon", "bogus": 1}}, "optim.bogus"),
-    ({"scheduler": {"type": "cosine", "decay_steps": 3}}, "scheduler.decay_steps"),
+    ({"scheduler": {"type": "cosine", "decay_steps": 3}, "max_steps": 99}, "scheduler.decay_steps"),
     ({"scheduler": {"warmup_steps": 3}}, "scheduler.warmup_steps"),
     ({"ckpt": {"bogus": 1}}, "ckpt.bogus"),
     ({"control": {"bogus": 1}}, "control.bogus"),

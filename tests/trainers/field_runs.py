@@ -401,10 +401,10 @@ def run_moe(out: Path, recorder: FieldRecorder) -> None:
 
 def run_command_line(out: Path, recorder: FieldRecorder, mp: pytest.MonkeyPatch) -> None:
     """`sft FILE` with dry_run = true in the file: the entrypoint reads it and stops."""
-    import trainspec.cli.entrypoint as entrypoint
+    import trainspec.cli.check as front  # the entrypoint checks its config here
     from trainspec.trainers.sft.main import main
 
-    real_check = entrypoint.check_sources
+    real_check = front.check_sources
 
     def recording_check(kind, sources):
         outcome = real_check(kind, sources)
@@ -412,7 +412,7 @@ def run_command_line(out: Path, recorder: FieldRecorder, mp: pytest.MonkeyPatch)
             outcome.config = recorder.wrap(outcome.config)
         return outcome
 
-    mp.setattr(entrypoint, "check_sources", recording_check)
+    mp.setattr(front, "check_sources", recording_check)
     path = out / "dry.toml"
     path.write_text(f'dry_run = true\noutput_dir = "{out / "dry"}"\n')
     stdout = io.StringIO()

@@ -54,8 +54,9 @@ LEAVES = sorted(".".join(path) for path in SCHEMA.keys if not SCHEMA.children.ge
 RENAMED = {".".join(path): info.renamed_to for path, info in SCHEMA.keys.items() if info.renamed_to}
 
 # Fields the config layer's rules consume for the trainer: path -> rule (in the SFT pipeline).
+# resolve_dp_replicate_from_deployment sets model.dp_replicate from the node groups.
 CONSUMED_BY_RULES = {
-    "deployment.nodes_per_fsdp_group": "auto_setup_deployment",  # sets model.dp_replicate
+    "deployment.nodes_per_fsdp_group": "resolve_dp_replicate_from_deployment",
 }
 
 

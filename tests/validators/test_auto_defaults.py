@@ -92,7 +92,7 @@ def test_weight_decay_auto_lives_in_the_shared_optimizer_base():
         assert optimizer["$defs"][name]["allOf"] == [{"$ref": "#/$defs/base"}]
 
 
-# --- resolution -----------------------------------------------------------------------------
+# --- resolution ----------------------------------------------------------------------------------
 
 
 @kinds

@@ -33,12 +33,13 @@ def model(**fields):
 
 def test_model_rules_are_the_documented_ones():
     assert [rule.__name__ for rule in MODEL_RULES] == [
+        "resolve_duplicate_ac_targets",
         "validate_selective_targets",
         "trust_remote_code_only_with_hf",
         "vlm_only_with_custom_impl",
         "vlm_cp_requires_ulysses",
         "validate_cp",
-        "ac_offloading_requires_ac",
+        "resolve_ac_for_ac_offloading",
         "selective_ac_only_with_custom_impl",
         "cpu_offload_mutual_exclusion",
         "flash_attention_4_only_with_custom_impl",
@@ -48,14 +49,14 @@ def test_model_rules_are_the_documented_ones():
     ]
 
 
-# --- validate_selective_targets -------------------------------------------------------------
+# --- validate_selective_targets ------------------------------------------------------------------
 
 
 @kinds
 @pytest.mark.parametrize("mode", ["full", "selective"])
-def test_validate_selective_targets_removes_duplicates_with_warning(kind, mode, outcome):
+def test_resolve_duplicate_ac_targets_removes_duplicates_with_warning(kind, mode, outcome):
     out = outcome(kind, model(ac={"mode": mode, "targets": ["norm", "mlp", "norm", "mlp"]}))
-    issue = out.only_warning("validate_selective_targets", "model.ac.targets")
+    issue = out.only_warning("resolve_duplicate_ac_targets", "model.ac.targets")
     assert "duplicates removed" in issue.message
     assert "norm" in issue.message and "mlp" in issue.message
     assert out.config.model.ac.targets == ["norm", "mlp"]
@@ -85,7 +86,7 @@ def test_validate_selective_targets_leaves_unique_targets_alone(kind, ac, outcom
     assert config.model.ac == expected
 
 
-# --- trust_remote_code_only_with_hf ---------------------------------------------------------
+# --- trust_remote_code_only_with_hf --------------------------------------------------------------
 
 
 @kinds
@@ -104,7 +105,7 @@ def test_trust_remote_code_only_with_hf_accepts_hf_and_auto(kind, impl_fields, o
     assert config.model.impl == impl_fields["impl"]
 
 
-# --- vlm_only_with_custom_impl --------------------------------------------------------------
+# --- vlm_only_with_custom_impl -------------------------------------------------------------------
 
 
 @kinds
@@ -123,7 +124,7 @@ def test_vlm_only_with_custom_impl_accepts_custom(kind, outcome):
     assert config.model.impl == "custom"
 
 
-# --- vlm_cp_requires_ulysses ----------------------------------------------------------------
+# --- vlm_cp_requires_ulysses ---------------------------------------------------------------------
 
 
 @kinds
@@ -141,7 +142,7 @@ def test_vlm_cp_requires_ulysses_leaves_valid_layouts_alone(kind, cp, cp_style, 
     assert (config.model.cp, config.model.cp_style) == (cp, cp_style)
 
 
-# --- validate_cp ----------------------------------------------------------------------------
+# --- validate_cp ---------------------------------------------------------------------------------
 
 
 @kinds
@@ -159,13 +160,13 @@ def test_validate_cp_accepts_custom_and_auto(kind, impl, outcome):
     assert config.model.cp == 2
 
 
-# --- ac_offloading_requires_ac --------------------------------------------------------------
+# --- resolve_ac_for_ac_offloading ----------------------------------------------------------------
 
 
 @kinds
-def test_ac_offloading_requires_ac_turns_ac_back_on_with_warning(kind, outcome):
+def test_resolve_ac_for_ac_offloading_turns_ac_back_on_with_warning(kind, outcome):
     out = outcome(kind, model(ac="None"))
-    issue = out.only_warning("ac_offloading_requires_ac", "model.ac")
+    issue = out.only_warning("resolve_ac_for_ac_offloading", "model.ac")
     assert "turned back on" in issue.message
     assert "model.ac_offloading" in issue.message
     assert out.config.model.ac == ActivationCheckpointConfig()
@@ -173,19 +174,19 @@ def test_ac_offloading_requires_ac_turns_ac_back_on_with_warning(kind, outcome):
 
 
 @kinds
-def test_ac_offloading_requires_ac_leaves_both_off_alone(kind, outcome):
+def test_resolve_ac_for_ac_offloading_leaves_both_off_alone(kind, outcome):
     config = outcome(kind, model(ac="None", ac_offloading="None")).clean()
     assert config.model.ac is None
     assert config.model.ac_offloading is None
 
 
 @kinds
-def test_ac_offloading_requires_ac_leaves_explicit_ac_alone(kind, outcome):
+def test_resolve_ac_for_ac_offloading_leaves_explicit_ac_alone(kind, outcome):
     config = outcome(kind, model(ac={"freq": 2})).clean()
     assert config.model.ac == ActivationCheckpointConfig(freq=2)
 
 
-# --- selective_ac_only_with_custom_impl -----------------------------------------------------
+# --- selective_ac_only_with_custom_impl ----------------------------------------------------------
 
 
 @kinds
@@ -209,7 +210,7 @@ def test_selective_ac_only_with_custom_impl_accepts_full_ac_with_hf(kind, outcom
     assert config.model.ac.mode == "full"
 
 
-# --- cpu_offload_mutual_exclusion -----------------------------------------------------------
+# --- cpu_offload_mutual_exclusion ----------------------------------------------------------------
 
 
 @kinds
@@ -301,7 +302,7 @@ def test_flash_attention_4_only_with_custom_impl_leaves_valid_pairs_alone(
     assert (config.model.impl, config.model.attn) == (impl, attn)
 
 
-# --- quantization_only_with_custom_impl -----------------------------------------------------
+# --- quantization_only_with_custom_impl ----------------------------------------------------------
 
 
 @kinds
@@ -322,7 +323,7 @@ def test_quantization_only_with_custom_impl_accepts_custom_and_auto(
     assert isinstance(config.model.quantization, cls)
 
 
-# --- validate_ep_comm_backend ---------------------------------------------------------------
+# --- validate_ep_comm_backend --------------------------------------------------------------------
 
 
 @kinds

@@ -16,7 +16,7 @@ def test_rl_rules_are_the_documented_ones():
     ]
 
 
-# --- validate_lora_broadcast ----------------------------------------------------------------
+# --- validate_lora_broadcast ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("broadcast", ["nccl", "nixl"])
@@ -47,7 +47,7 @@ def test_validate_lora_broadcast_is_rl_only(outcome):
     assert config.weight_broadcast.type == "nccl"
 
 
-# --- router_replay_only_with_custom_impl ----------------------------------------------------
+# --- router_replay_only_with_custom_impl ---------------------------------------------------------
 
 
 def test_router_replay_only_with_custom_impl_rejects_hf(outcome):

@@ -35,12 +35,12 @@ def test_sft_rules_are_the_documented_ones():
         "validate_cp_seq_len",
         "validate_cp_micro_batch_size",
         "validate_vlm_constraints",
-        "auto_setup_deployment",
-        "auto_setup_run_identity",
+        "resolve_dp_replicate_from_deployment",
+        "resolve_run_name",
     ]
 
 
-# --- validate_batch_size --------------------------------------------------------------------
+# --- validate_batch_size -------------------------------------------------------------------------
 
 
 @data_paths
@@ -77,7 +77,7 @@ def test_validate_batch_size_leaves_multiples_alone(doc, outcome):
     assert config.data.batch_size % config.data.micro_batch_size == 0
 
 
-# --- validate_subsets_and_splits ------------------------------------------------------------
+# --- validate_subsets_and_splits -----------------------------------------------------------------
 
 
 @data_paths
@@ -132,7 +132,7 @@ def test_validate_subsets_and_splits_skips_fake_data(outcome):
     assert config.data.type == "fake"
 
 
-# --- validate_gpu_count ---------------------------------------------------------------------
+# --- validate_gpu_count --------------------------------------------------------------------------
 
 
 def test_validate_gpu_count_rejects_more_gpus_than_the_node_has(outcome):
@@ -156,7 +156,7 @@ def test_validate_gpu_count_leaves_fitting_layouts_alone(deployment, outcome):
     assert config.deployment.gpus_per_node == deployment["gpus_per_node"]
 
 
-# --- validate_cp_seq_len --------------------------------------------------------------------
+# --- validate_cp_seq_len -------------------------------------------------------------------------
 
 
 @data_paths
@@ -180,7 +180,7 @@ def test_validate_cp_seq_len_is_sft_only(outcome):
     assert config.model.cp == 3
 
 
-# --- validate_cp_micro_batch_size -----------------------------------------------------------
+# --- validate_cp_micro_batch_size ----------------------------------------------------------------
 
 
 @data_paths
@@ -199,7 +199,7 @@ def test_validate_cp_micro_batch_size_leaves_valid_pairs_alone(cp, micro, outcom
     assert config.data.micro_batch_size == micro
 
 
-# --- validate_vlm_constraints ---------------------------------------------------------------
+# --- validate_vlm_constraints --------------------------------------------------------------------
 
 
 @data_paths
@@ -216,30 +216,30 @@ def test_validate_vlm_constraints_leaves_valid_pairs_alone(model, micro, outcome
     assert config.data.micro_batch_size == micro
 
 
-# --- auto_setup_deployment ------------------------------------------------------------------
+# --- resolve_dp_replicate_from_deployment --------------------------------------------------------
 
 
-def test_auto_setup_deployment_rejects_indivisible_node_groups(outcome):
+def test_resolve_dp_replicate_from_deployment_rejects_indivisible_node_groups(outcome):
     doc = {"deployment": {**MULTI_NODE, "nodes_per_fsdp_group": 3}}
     issue = outcome("sft", doc).only_error(
-        "auto_setup_deployment", "deployment.nodes_per_fsdp_group"
+        "resolve_dp_replicate_from_deployment", "deployment.nodes_per_fsdp_group"
     )
     assert "= 3" in issue.message
     assert "deployment.num_train_nodes = 4" in issue.message
 
 
-def test_auto_setup_deployment_sets_default_dp_replicate_silently(outcome):
+def test_resolve_dp_replicate_from_deployment_sets_default_dp_replicate_silently(outcome):
     doc = {"deployment": {**MULTI_NODE, "nodes_per_fsdp_group": 2}}
     out = outcome("sft", doc)
     config = out.clean()
-    assert "auto_setup_deployment" not in {issue.rule for issue in out.warnings}
+    assert "resolve_dp_replicate_from_deployment" not in {issue.rule for issue in out.warnings}
     assert config.model.dp_replicate == 2
 
 
-def test_auto_setup_deployment_overrides_explicit_dp_replicate_with_warning(outcome):
+def test_resolve_dp_replicate_from_deployment_overrides_explicit_dp_replicate_with_warning(outcome):
     doc = {"model": {"dp_replicate": 3}, "deployment": {**MULTI_NODE, "nodes_per_fsdp_group": 1}}
     out = outcome("sft", doc)
-    issue = out.only_warning("auto_setup_deployment", "model.dp_replicate")
+    issue = out.only_warning("resolve_dp_replicate_from_deployment", "model.dp_replicate")
     assert issue.message.startswith("set to 4 (was 3)")
     assert "deployment.num_train_nodes / deployment.nodes_per_fsdp_group = 4" in issue.message
     assert out.config.model.dp_replicate == 4
@@ -255,36 +255,38 @@ def test_auto_setup_deployment_overrides_explicit_dp_replicate_with_warning(outc
     ],
     ids=["matching", "no-group", "group-null", "single-node"],
 )
-def test_auto_setup_deployment_leaves_dp_replicate_alone(dp_replicate, deployment, outcome):
+def test_resolve_dp_replicate_from_deployment_leaves_dp_replicate_alone(
+    dp_replicate, deployment, outcome
+):
     doc = {"model": {"dp_replicate": dp_replicate}, "deployment": deployment}
     config = outcome("sft", doc).clean()
     assert config.model.dp_replicate == dp_replicate
 
 
-# --- auto_setup_run_identity ----------------------------------------------------------------
+# --- resolve_run_name ----------------------------------------------------------------------------
 
 
-def test_auto_setup_run_identity_derives_name_and_dir(outcome):
+def test_resolve_run_name_derives_name_and_dir(outcome):
     out = outcome("sft", {})
     config = out.clean()
-    assert "auto_setup_run_identity" not in {issue.rule for issue in out.warnings}
+    assert "resolve_run_name" not in {issue.rule for issue in out.warnings}
     assert re.fullmatch(r"reverse-text-sft--qwen3-0\.6b--[0-9a-f]{8}", config.run.name)
     assert config.run.name.endswith(f"--{config_digest(config)}")
     assert config.run.dir == config.run.name
 
 
-def test_auto_setup_run_identity_lowercases_last_path_parts(outcome):
+def test_resolve_run_name_lowercases_last_path_parts(outcome):
     doc = {"model": {"name": "/models/Org/My-Model/"}, "data": {"name": "data/My_Chats.jsonl"}}
     config = outcome("sft", doc).clean()
     assert re.fullmatch(r"my_chats\.jsonl--my-model--[0-9a-f]{8}", config.run.name)
 
 
-def test_auto_setup_run_identity_leaves_dataset_out_for_fake_data(outcome):
+def test_resolve_run_name_leaves_dataset_out_for_fake_data(outcome):
     config = outcome("sft", {"data": {"type": "fake"}}).clean()
     assert re.fullmatch(r"qwen3-0\.6b--[0-9a-f]{8}", config.run.name)
 
 
-def test_auto_setup_run_identity_ignores_fields_that_do_not_change_training(outcome):
+def test_resolve_run_name_ignores_fields_that_do_not_change_training(outcome):
     base = outcome("sft", {}).clean().run.name
     same = outcome(
         "sft",
@@ -295,7 +297,7 @@ def test_auto_setup_run_identity_ignores_fields_that_do_not_change_training(outc
     assert other.run.name != base
 
 
-def test_auto_setup_run_identity_names_wandb_run(outcome):
+def test_resolve_run_name_names_wandb_run(outcome):
     config = outcome("sft", {"monitors": {"wandb": {}}}).clean()
     assert config.monitors.wandb.name == config.run.name
 
@@ -309,18 +311,50 @@ def test_auto_setup_run_identity_names_wandb_run(outcome):
     ],
     ids=["name", "name-and-dir", "wandb-name"],
 )
-def test_auto_setup_run_identity_leaves_explicit_names_alone(run, wandb, expected, outcome):
+def test_resolve_run_name_leaves_explicit_names_alone(run, wandb, expected, outcome):
     config = outcome("sft", {"run": run, "monitors": {"wandb": wandb}}).clean()
     assert (config.run.name, config.run.dir, config.monitors.wandb.name) == expected
 
 
-def test_auto_setup_run_identity_keeps_explicit_dir(outcome):
+def test_resolve_run_name_keeps_explicit_dir(outcome):
     config = outcome("sft", {"run": {"dir": "my-dir"}}).clean()
     assert config.run.dir == "my-dir"
     assert re.fullmatch(r"reverse-text-sft--qwen3-0\.6b--[0-9a-f]{8}", config.run.name)
 
 
-def test_auto_setup_run_identity_drops_the_builtin_prefix(outcome):
+def test_resolve_run_name_drops_the_builtin_prefix(outcome):
     doc = {"model": {"name": "builtin:tiny-qwen3"}, "data": {"name": "builtin:reverse-text"}}
     config = outcome("sft", doc).clean()
     assert re.fullmatch(r"reverse-text--tiny-qwen3--[0-9a-f]{8}", config.run.name)
+
+
+def test_resolve_run_name_ignores_a_new_setting_with_a_default(outcome):
+    """A release that adds a setting (with its default) must not rename every unnamed run."""
+    from typing import Annotated
+
+    from pydantic import Field, create_model
+
+    from trainspec.validators.pipeline import run_rules
+
+    doc = {"optim": {"lr": 3e-4}, "data": {"batch_size": 8, "micro_batch_size": 4}}
+    today = outcome("sft", doc).clean()
+    later = create_model(
+        "LaterSFTConfig", __base__=type(today), new_knob=(Annotated[int, Field(ge=0)], 7)
+    )
+
+    def name_later(document):
+        config = later.model_validate(document)
+        assert not run_rules(config, "sft").errors
+        return config.run.name
+
+    assert name_later(doc) == today.run.name
+    assert name_later({**doc, "new_knob": 8}) != today.run.name  # set: another run
+
+
+def test_resolve_run_name_same_name_for_a_default_written_out(outcome):
+    implicit = outcome("sft", {}).clean()
+    defaults = {"optim": {"type": "adamw", "lr": implicit.optim.lr}}
+    defaults["model"] = {"seq_len": implicit.model.seq_len}
+    assert outcome("sft", defaults).clean().run.name == implicit.run.name
+    defaults["model"]["seq_len"] += 1
+    assert outcome("sft", defaults).clean().run.name != implicit.run.name

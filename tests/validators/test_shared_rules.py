@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from trainspec.config import KINDS, config_class
+from trainspec.issues import dotted
 from trainspec.validators.context import RuleContext
 from trainspec.validators.model_rules import MODEL_RULES
 from trainspec.validators.pipeline import MODE_RULES, SHARED_RULES, rules_for
@@ -79,12 +80,12 @@ def test_validator_module_imports_on_its_own(module):
 @kinds
 def test_rule_that_changes_a_value_warns_with_dotted_path(kind, outcome):
     out = outcome(kind, {"model": {"ep_comm_backend": "deepep"}})
-    issue = out.only_warning("deepep_disables_grad_clipping", "optim.max_norm")
+    issue = out.only_warning("resolve_no_grad_clipping_with_deepep", "optim.max_norm")
     assert issue.message.startswith("set to null")
     assert out.config.optim.max_norm is None
 
 
-# --- reject_protected_env_vars --------------------------------------------------------------
+# --- reject_protected_env_vars -------------------------------------------------------------------
 
 
 # The schema states this rule too (propertyNames), so the pipeline stops it at stage 1; the
@@ -108,10 +109,10 @@ def test_reject_protected_env_vars_rejects_launcher_variables(kind, key):
 def test_reject_protected_env_vars_reports_each_variable(kind, outcome):
     out = outcome(kind, {"env_vars": {"WANDB_RUN_ID": "a", "CUDA_VISIBLE_DEVICES": "0"}})
     assert out.error_keys == [
-        (None, "env_vars.WANDB_RUN_ID"),
-        (None, "env_vars.CUDA_VISIBLE_DEVICES"),
+        ("reject_protected_env_vars", "env_vars.WANDB_RUN_ID"),
+        ("reject_protected_env_vars", "env_vars.CUDA_VISIBLE_DEVICES"),
     ]
-    assert all("is not allowed in [env_vars]" in e.message for e in out.errors)
+    assert all("is set by the launcher" in e.message for e in out.errors)
 
 
 @kinds
@@ -120,7 +121,26 @@ def test_reject_protected_env_vars_leaves_other_variables_alone(kind, outcome):
     assert config.env_vars == {"NCCL_DEBUG": "WARN"}
 
 
-# --- validate_step_xor_dir ------------------------------------------------------------------
+@kinds
+@pytest.mark.parametrize("name", ["", "A=B", "X\0Y"])
+def test_validate_env_var_names_rejects_names_no_process_can_have(kind, name, outcome):
+    out = outcome(kind, {"env_vars": {name: "1"}})
+    issue = out.only_error("validate_env_var_names", dotted(("env_vars", name)))
+    assert "cannot name an environment variable" in issue.message
+
+
+@kinds
+def test_validate_env_var_names_rejects_a_nul_in_a_value(kind, outcome):
+    out = outcome(kind, {"env_vars": {"NCCL_DEBUG": "WA\0RN"}})
+    assert "NUL" in out.only_error("validate_env_var_names", "env_vars.NCCL_DEBUG").message
+
+
+@kinds
+def test_validate_env_var_names_accepts_unusual_but_possible_names(kind, outcome):
+    assert outcome(kind, {"env_vars": {"lower.case-1": "v", "1ST": ""}}).clean()
+
+
+# --- validate_step_xor_dir -----------------------------------------------------------------------
 
 
 @kinds
@@ -132,21 +152,22 @@ def test_validate_step_xor_dir_rejects_step_and_dir(kind, outcome):
 
 
 @kinds
-@pytest.mark.parametrize("directory", ["outputs/a/checkpoints/latest", "step_", "step_4x", "a/b"])
-def test_validate_step_xor_dir_rejects_dir_that_is_not_a_step(kind, directory, outcome):
+@pytest.mark.parametrize(
+    "directory", ["outputs/a/checkpoints/latest", "step_", "step_4x", "a/b", "a/step_\u00b2"]
+)
+def test_resume_dir_must_be_a_step_directory(kind, directory, outcome):
+    """The schema's pattern on resume.dir (one place: the field), reported before the rules."""
     out = outcome(kind, {"resume": {"dir": directory}})
-    issue = out.only_error("validate_step_xor_dir", "resume.dir")
-    assert f'"{directory}"' in issue.message
-    assert "step_<N>" in issue.message
+    assert out.error_keys == [(None, "resume.dir")]
+    assert "step_[0-9]+" in out.errors[0].message or "step_" in out.errors[0].fix
 
 
 @kinds
-def test_validate_step_xor_dir_reports_both_problems(kind, outcome):
+def test_validate_step_xor_dir_and_the_step_pattern_both_apply(kind, outcome):
     out = outcome(kind, {"resume": {"step": 3, "dir": "outputs/a/latest"}})
-    assert out.error_keys == [
-        ("validate_step_xor_dir", "resume"),
-        ("validate_step_xor_dir", "resume.dir"),
-    ]
+    assert out.error_keys == [(None, "resume.dir")]  # the pattern first; then the rule
+    out = outcome(kind, {"resume": {"step": 3, "dir": "outputs/a/step_7"}})
+    assert out.error_keys == [("validate_step_xor_dir", "resume")]
 
 
 @kinds
@@ -167,96 +188,6 @@ def test_validate_step_xor_dir_leaves_valid_resume_alone(kind, resume, outcome):
         assert config.resume is None
     else:
         assert config.resume.model_dump() == {"step": None, "dir": None, **resume}
-
-
-# --- deepep_disables_grad_clipping ----------------------------------------------------------
-
-
-@kinds
-@pytest.mark.parametrize(("optim", "was"), [({}, "1.0"), ({"max_norm": 0.5}, "0.5")])
-def test_deepep_disables_grad_clipping_warns_and_clears_max_norm(kind, optim, was, outcome):
-    out = outcome(kind, {"model": {"ep_comm_backend": "deepep"}, "optim": optim})
-    issue = out.only_warning("deepep_disables_grad_clipping", "optim.max_norm")
-    assert issue.message.startswith(f"set to null (was {was})")
-    assert '"deepep"' in issue.message
-    assert out.config.optim.max_norm is None
-
-
-@kinds
-def test_deepep_disables_grad_clipping_is_quiet_without_clipping(kind, outcome):
-    doc = {"model": {"ep_comm_backend": "deepep"}, "optim": {"max_norm": "None"}}
-    config = outcome(kind, doc).clean()
-    assert config.optim.max_norm is None
-
-
-@kinds
-def test_deepep_disables_grad_clipping_leaves_torch_backend_alone(kind, outcome):
-    config = outcome(kind, {"optim": {"max_norm": 0.5}}).clean()
-    assert config.optim.max_norm == 0.5
-
-
-@kinds
-def test_deepep_disables_grad_clipping_warns_once_with_full_offload(kind, outcome):
-    doc = {"model": {**FULL_OFFLOAD, "ep_comm_backend": "deepep"}}
-    out = outcome(kind, doc)
-    out.only_warning("deepep_disables_grad_clipping", "optim.max_norm")
-    assert out.config.optim.max_norm is None
-
-
-# --- full_optimizer_offload_requires_supported_optimizer ------------------------------------
-
-
-@kinds
-@pytest.mark.parametrize("optimizer", ["sgd", "muon"])
-def test_full_optimizer_offload_requires_supported_optimizer_rejects(kind, optimizer, outcome):
-    doc = {"model": FULL_OFFLOAD, "optim": {"type": optimizer, "max_norm": "None"}}
-    out = outcome(kind, doc)
-    issue = out.only_error("full_optimizer_offload_requires_supported_optimizer", "optim.type")
-    assert f'= "{optimizer}"' in issue.message
-    assert "model.full_offload" in issue.message
-
-
-@kinds
-@pytest.mark.parametrize("optimizer", ["adamw", "sign_sgd"])
-def test_full_optimizer_offload_requires_supported_optimizer_accepts(kind, optimizer, outcome):
-    doc = {"model": FULL_OFFLOAD, "optim": {"type": optimizer, "max_norm": "None"}}
-    config = outcome(kind, doc).clean()
-    assert config.optim.type == optimizer
-    assert config.model.full_offload is not None
-
-
-@kinds
-@pytest.mark.parametrize("optimizer", ["sgd", "muon"])
-def test_full_optimizer_offload_requires_supported_optimizer_ignores_no_offload(
-    kind, optimizer, outcome
-):
-    config = outcome(kind, {"optim": {"type": optimizer}}).clean()
-    assert config.optim.type == optimizer
-
-
-# --- full_optimizer_offload_disables_grad_clipping ------------------------------------------
-
-
-@kinds
-@pytest.mark.parametrize(("optim", "was"), [({}, "1.0"), ({"max_norm": 2.5}, "2.5")])
-def test_full_optimizer_offload_disables_grad_clipping_warns_and_clears(kind, optim, was, outcome):
-    out = outcome(kind, {"model": FULL_OFFLOAD, "optim": optim})
-    issue = out.only_warning("full_optimizer_offload_disables_grad_clipping", "optim.max_norm")
-    assert issue.message.startswith(f"set to null (was {was})")
-    assert "model.full_offload" in issue.message
-    assert out.config.optim.max_norm is None
-
-
-@kinds
-def test_full_optimizer_offload_disables_grad_clipping_is_quiet_without_clipping(kind, outcome):
-    config = outcome(kind, {"model": FULL_OFFLOAD, "optim": {"max_norm": "None"}}).clean()
-    assert config.optim.max_norm is None
-
-
-@kinds
-def test_full_optimizer_offload_disables_grad_clipping_leaves_no_offload_alone(kind, outcome):
-    config = outcome(kind, {"model": {"full_offload": False}, "optim": {"max_norm": 2.5}}).clean()
-    assert config.optim.max_norm == 2.5
 
 
 # --- vlms_require_bfloat16 ------------------------------------------------------------------
@@ -292,7 +223,7 @@ def test_vlms_require_bfloat16_ignores_text_models(kind, outcome):
     assert (config.model.optimization_dtype, config.model.reduce_dtype) == ("float32",) * 2
 
 
-# --- vlm_freeze_incompatible_with_lora ------------------------------------------------------
+# --- vlm_freeze_incompatible_with_lora -----------------------------------------------------------
 
 
 @kinds
@@ -313,7 +244,7 @@ def test_vlm_freeze_incompatible_with_lora_leaves_valid_pairs_alone(kind, freeze
     assert (config.model.lora is not None) is (lora != "None")
 
 
-# --- dont_do_massive_traces -----------------------------------------------------------------
+# --- dont_do_massive_traces ----------------------------------------------------------------------
 
 
 @kinds
@@ -340,95 +271,7 @@ def test_dont_do_massive_traces_leaves_short_or_untraced_runs_alone(
     assert config.max_steps == max_steps
 
 
-# --- validate_scheduler_steps ---------------------------------------------------------------
-
-
-@kinds
-def test_validate_scheduler_steps_rejects_linear_schedule_that_changes_nothing(kind, outcome):
-    doc = {"scheduler": {"type": "linear", "warmup_steps": 0, "decay_steps": 0}}
-    issue = outcome(kind, doc).only_error("validate_scheduler_steps", "scheduler")
-    assert "warmup_steps = 0" in issue.message
-    assert "decay_steps = 0" in issue.message
-
-
-@kinds
-def test_validate_scheduler_steps_rejects_linear_decay_without_max_steps(kind, outcome):
-    doc = {"scheduler": {"type": "linear", "decay_steps": 7}}
-    issue = outcome(kind, doc).only_error("validate_scheduler_steps", "max_steps")
-    assert "scheduler.decay_steps = 7" in issue.message
-
-
-@kinds
-def test_validate_scheduler_steps_rejects_linear_longer_than_run(kind, outcome):
-    doc = {"scheduler": {"type": "linear", "warmup_steps": 6, "decay_steps": 5}, "max_steps": 10}
-    issue = outcome(kind, doc).only_error("validate_scheduler_steps", "scheduler")
-    assert "6 + 5" in issue.message
-    assert "max_steps = 10" in issue.message
-
-
-@kinds
-def test_validate_scheduler_steps_rejects_cosine_without_max_steps(kind, outcome):
-    issue = outcome(kind, {"scheduler": {"type": "cosine"}}).only_error(
-        "validate_scheduler_steps", "max_steps"
-    )
-    assert "cosine" in issue.message
-
-
-@kinds
-@pytest.mark.parametrize("warmup", [10, 11])
-def test_validate_scheduler_steps_rejects_cosine_warmup_past_run(kind, warmup, outcome):
-    doc = {"scheduler": {"type": "cosine", "warmup_steps": warmup}, "max_steps": 10}
-    issue = outcome(kind, doc).only_error("validate_scheduler_steps", "scheduler.warmup_steps")
-    assert f"= {warmup}" in issue.message
-    assert "max_steps = 10" in issue.message
-
-
-@kinds
-@pytest.mark.parametrize(
-    "doc",
-    [
-        {"scheduler": {"type": "linear", "warmup_steps": 10, "decay_steps": 10}, "max_steps": 20},
-        {"scheduler": {"type": "linear", "warmup_steps": 5, "decay_steps": 0}},
-        {"scheduler": {"type": "cosine", "warmup_steps": 9}, "max_steps": 10},
-        {"scheduler": {"type": "cosine", "warmup_steps": 0}, "max_steps": 1},
-        {"scheduler": {}},
-        {"scheduler": {"type": "constant"}, "max_steps": 1},
-    ],
-    ids=["linear-fits", "linear-no-decay", "cosine-fits", "cosine-no-warmup", "default", "const"],
-)
-def test_validate_scheduler_steps_leaves_valid_schedules_alone(kind, doc, outcome):
-    config = outcome(kind, doc).clean()
-    assert config.scheduler.type == doc["scheduler"].get("type", "constant")
-
-
-# --- validate_opt_and_fsdp_offload ----------------------------------------------------------
-
-
-@kinds
-def test_validate_opt_and_fsdp_offload_rejects_muon(kind, outcome):
-    doc = {
-        "model": {"fsdp_cpu_offload": True, "optim_cpu_offload": False},
-        "optim": {"type": "muon"},
-    }
-    issue = outcome(kind, doc).only_error("validate_opt_and_fsdp_offload", "optim.type")
-    assert '= "muon"' in issue.message
-    assert "model.fsdp_cpu_offload = true" in issue.message
-
-
-@kinds
-@pytest.mark.parametrize(
-    ("optimizer", "fsdp"), [("adamw", True), ("sgd", True), ("sign_sgd", True), ("muon", False)]
-)
-def test_validate_opt_and_fsdp_offload_leaves_other_pairs_alone(kind, optimizer, fsdp, outcome):
-    doc = {
-        "model": {"fsdp_cpu_offload": fsdp, "optim_cpu_offload": False},
-        "optim": {"type": optimizer},
-    }
-    config = outcome(kind, doc).clean()
-    assert (config.optim.type, config.model.fsdp_cpu_offload) == (optimizer, fsdp)
-
-
-# --- ep_only_with_custom_impl ---------------------------------------------------------------
+# --- ep_only_with_custom_impl --------------------------------------------------------------------
 
 
 @kinds
@@ -451,11 +294,11 @@ def test_ep_only_with_custom_impl_leaves_valid_pairs_alone(kind, impl_fields, ep
     assert config.model.ep == ep
 
 
-# --- auto_setup_tokenizer -------------------------------------------------------------------
+# --- resolve_tokenizer_from_model ----------------------------------------------------------------
 
 
 @kinds
-def test_auto_setup_tokenizer_copies_unset_fields_from_model(kind, outcome):
+def test_resolve_tokenizer_from_model_copies_unset_fields_from_model(kind, outcome):
     doc = {"model": {**HF, "name": "Org/Some-Model", "trust_remote_code": True}}
     config = outcome(kind, doc).clean()
     assert config.tokenizer.name == "Org/Some-Model"
@@ -463,26 +306,26 @@ def test_auto_setup_tokenizer_copies_unset_fields_from_model(kind, outcome):
 
 
 @kinds
-def test_auto_setup_tokenizer_copies_defaults_from_model(kind, outcome):
+def test_resolve_tokenizer_from_model_copies_defaults_from_model(kind, outcome):
     config = outcome(kind, {"tokenizer": {"name": "None", "trust_remote_code": "None"}}).clean()
     assert config.tokenizer.name == config.model.name == "Qwen/Qwen3-0.6B"
     assert config.tokenizer.trust_remote_code is False
 
 
 @kinds
-def test_auto_setup_tokenizer_leaves_explicit_fields_alone(kind, outcome):
+def test_resolve_tokenizer_from_model_leaves_explicit_fields_alone(kind, outcome):
     doc = {
         "model": {**HF, "name": "Org/Some-Model", "trust_remote_code": True},
         "tokenizer": {"name": "Org/Other-Tokenizer", "trust_remote_code": False},
     }
     out = outcome(kind, doc)
     config = out.clean()
-    assert "auto_setup_tokenizer" not in {issue.rule for issue in out.warnings}
+    assert "resolve_tokenizer_from_model" not in {issue.rule for issue in out.warnings}
     assert config.tokenizer.name == "Org/Other-Tokenizer"
     assert config.tokenizer.trust_remote_code is False
 
 
-# --- validate_control_signals ---------------------------------------------------------------
+# --- validate_control_signals --------------------------------------------------------------------
 
 
 @kinds

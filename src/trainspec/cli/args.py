@@ -4,19 +4,27 @@ options, and config overrides, in any order."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TextIO
 
-from trainspec.config.bundle import SCHEMA_NAMES
+from trainspec import closed_pipe
+from trainspec.closed_pipe import silence_stdout
 from trainspec.config.kinds import ALL_KINDS
 
-from .overrides import takes_value
+from .inputs import STDIN, kind_of_name, kind_of_text
+from .overrides import flag_path, takes_value
 
 
 class UsageError(Exception):
     """Bad command line: reported with the usage line, exit code 2."""
+
+
+# How a command reports a failure that is not a verdict on a config: (category, message);
+# validate-config's JSON mode prints it as a JSON report too.
+ErrorReporter = Callable[[str, str], None]
 
 
 def guarded(
@@ -26,34 +34,33 @@ def guarded(
     argv: Sequence[str],
     stdout: TextIO,
     stderr: TextIO,
+    report_error: ErrorReporter | None = None,
 ) -> int:
     """Run a command's `body`, turning every failure into a message and an exit code: usage
     errors exit 2 with the usage line, a closed pipe exits 141 quietly (as if killed by SIGPIPE:
     the output was cut short, which says nothing about the config), and a bug prints one line
-    and exits 2 (never a traceback)."""
+    and exits 2 (never a traceback). `report_error` also gets usage errors and bugs (the JSON
+    report). stdout is flushed here, so a reader that went away is noticed here too, not in
+    the interpreter's last flush."""
     try:
-        return body(list(argv), stdout, stderr)
+        code = body(list(argv), stdout, stderr)
+        stdout.flush()
+        return code
     except UsageError as err:
         stderr.write(f"usage: {usage}\n{prog}: error: {err}\n")
+        if report_error is not None:
+            report_error("usage", str(err))
         return 2
     except BrokenPipeError:  # the reader went away (`| head`): not a verdict on the config
-        _silence_stdout()
-        return 128 + 13  # what a shell reports for a process ended by SIGPIPE
+        silence_stdout()
+        return closed_pipe.EXIT_CODE
     except Exception as err:  # noqa: BLE001 - the one place that turns bugs into a report
-        stderr.write(f"{prog}: internal error: {type(err).__name__}: {err} (please report it)\n")
+        message = f"internal error: {type(err).__name__}: {err} (please report it)"
+        stderr.write(f"{prog}: {message}\n")
+        if report_error is not None:
+            with contextlib.suppress(Exception):  # the report of a bug must not raise again
+                report_error("internal", message)
         return 2
-
-
-def _silence_stdout() -> None:
-    """Point fd 1 at /dev/null so the interpreter's final flush cannot fail a second time."""
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.close(devnull)
-    except OSError:
-        pass
 
 
 class Parser(argparse.ArgumentParser):
@@ -63,7 +70,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.out = out
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         raise UsageError(message)
 
     def print_help(self, file=None) -> None:
@@ -75,6 +82,8 @@ class CommandLine:
     options: argparse.Namespace
     files: list[str] = field(default_factory=list)
     overrides: list[tuple[str, str | None]] = field(default_factory=list)
+    # section files, `--model @ model.toml`: (flag, its dotted path, file)
+    sections: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def _refuse_mistyped_option(name: str, option_flags: set[str], info) -> None:
@@ -92,11 +101,29 @@ def _refuse_mistyped_option(name: str, option_flags: set[str], info) -> None:
     raise UsageError(f"unknown option {name}; did you mean {close[0]}?")
 
 
+# What an option with an optional value (`--help SECTION`, `--explain KEY`) takes as its value:
+# a dotted key, never a file (a path, `x.toml`, `-`, `@x`) or another option.
+OPTIONAL_VALUE = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*")
+
+
+def _is_optional_value(token: str | None) -> bool:
+    return (
+        token is not None and bool(OPTIONAL_VALUE.fullmatch(token)) and not token.endswith(".toml")
+    )
+
+
 def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> CommandLine:
-    """Separate the entrypoint's options, the files and the `--config.path value` overrides."""
+    """Separate the entrypoint's options, the files and the `--config.path value` overrides.
+
+    `-` is the config read from stdin; `@ FILE` and `@FILE` are files (the reference's habit);
+    `--section @ FILE` is a section file (FILE's table becomes [section]).
+    """
     option_flags = {s for action in parser._actions for s in action.option_strings}
     takes_arg = {
         s for action in parser._actions if action.nargs != 0 for s in action.option_strings
+    }
+    optional = {
+        s for action in parser._actions if action.nargs == "?" for s in action.option_strings
     }
     info = None
     if kind_hint in ALL_KINDS and any(
@@ -106,8 +133,7 @@ def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> Command
 
         info = schema_info(kind_hint)
     known: list[str] = []
-    files: list[str] = []
-    overrides: list[tuple[str, str | None]] = []
+    line = CommandLine(argparse.Namespace())
     tokens = list(argv)
     index = 0
     while index < len(tokens):
@@ -117,8 +143,15 @@ def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> Command
         if token == "@":  # the reference's `sft @ file.toml`: the next token is a file
             index += 1
             continue
-        if token.startswith("@") and len(token) > 1:
-            files.append(token[1:])
+        if token == STDIN:
+            line.files.append(token)
+        elif token.startswith("@") and len(token) > 1:
+            line.files.append(token[1:])
+        elif name in optional:  # `--help`, `--help optim`, `--explain`, `--explain optim.lr`
+            known.append(token)
+            if "=" not in token and _is_optional_value(following):
+                known.append(following)  # type: ignore[arg-type]
+                index += 1
         elif name in option_flags or (token.startswith("-") and not token.startswith("--")):
             known.append(token)
             if name in takes_arg and "=" not in token and following is not None:
@@ -126,73 +159,63 @@ def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> Command
                 index += 1
         elif token.startswith("--") and len(token) > 2:
             _refuse_mistyped_option(name, option_flags, info)
+            # `--model @ FILE` (a lone @ is never a value), `--model @FILE` for a table
+            at = following == "@" or ((following or "").startswith("@") and _table(token, info))
+            if "=" not in token and at:
+                index += _section_file(line, token, tokens, index)
+                continue
             if takes_value(token, following, info):
-                overrides.append((token, following))
+                line.overrides.append((token, following))
                 index += 1
             else:
-                overrides.append((token, None))
+                line.overrides.append((token, None))
         else:
-            files.append(token)
+            line.files.append(token)
         index += 1
-    return CommandLine(parser.parse_args(known), files, overrides)
+    line.options = parser.parse_args(known)
+    return line
+
+
+def _table(flag: str, info) -> bool:
+    """Whether `flag` may name a table (so `--flag @ FILE` is a section file, not a value)."""
+    if info is None:
+        return True
+    key = info.keys.get(tuple(flag_path(flag)[1].split(".")))
+    return key is None or key.is_table
+
+
+def _section_file(line: CommandLine, flag: str, tokens: list[str], index: int) -> int:
+    """Record `--section @ FILE` / `--section @FILE`; returns how many tokens it took."""
+    following = tokens[index + 1]
+    path = following[1:] if following != "@" else None
+    taken = 2
+    if path is None and index + 2 < len(tokens) and not tokens[index + 2].startswith("--"):
+        path, taken = tokens[index + 2], 3
+    negated, dotted = flag_path(flag)
+    if not path or negated:
+        raise UsageError(
+            f"{flag} @ needs a file whose table becomes [{dotted}]: write {flag} @ FILE.toml"
+        )
+    line.sections.append((flag, dotted, path))
+    return taken
+
+
+def _head(path: str) -> bytes:
+    """The first bytes of a file, for the path-based helpers below (the CLIs themselves sniff
+    the text they read once, through `Inputs`)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4096)
+    except OSError:
+        return b""
 
 
 def kind_from_directive(path: str) -> str | None:
     """The kind named by a `#:schema .../rl_trainer.json` first line, if any."""
-    try:
-        with open(path, "rb") as handle:
-            first = handle.readline(4096).decode("utf-8", "replace").lstrip("\ufeff").strip()
-    except OSError:
-        return None
-    if not first.startswith("#:schema"):
-        return None
-    stem = Path(first.removeprefix("#:schema").strip()).stem
-    for kind, name in SCHEMA_NAMES.items():
-        if stem == name:
-            return kind
-    return None
-
-
-# File names that editors associate with a schema (.taplo.toml, tombi.toml, .vscode)
-NAME_SUFFIXES = {
-    ".rl.toml": "rl",
-    ".sft.toml": "sft",
-    ".orchestrator.toml": "orchestrator",
-    ".rl-run.toml": "rl_run",
-}
+    return kind_of_text(_head(path))
 
 
 def kind_of_file(path: str) -> str | None:
     """The kind of a config file: its `#:schema` first line, else the file-name association
     editors use (`x.rl.toml`, `x.sft.toml`, `x.orchestrator.toml`, `x.rl-run.toml`)."""
-    named = kind_from_directive(path)
-    if named:
-        return named
-    return next((k for suffix, k in NAME_SUFFIXES.items() if path.endswith(suffix)), None)
-
-
-def misplaced_directive(path: str) -> int | None:
-    """The line of a `#:schema` directive that is not on line 1 (editors ignore it there)."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(4096).decode("utf-8", "replace").splitlines()[:10]
-    except OSError:
-        return None
-    for number, text in enumerate(head[1:], start=2):
-        if text.strip().startswith("#:schema"):
-            return number
-    return None
-
-
-def peek_kind(argv: Sequence[str]) -> str | None:
-    """--kind from argv, else the first file's #:schema directive (before full parsing)."""
-    for index, token in enumerate(argv):
-        if token == "--kind" and index + 1 < len(argv):
-            return argv[index + 1]
-        if token.startswith("--kind="):
-            return token.split("=", 1)[1]
-    for token in argv:
-        token = token.removeprefix("@")
-        if not token.startswith("-") and token.endswith(".toml"):
-            return kind_of_file(token)
-    return None
+    return kind_from_directive(path) or kind_of_name(path)

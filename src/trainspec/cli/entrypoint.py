@@ -3,7 +3,10 @@ same grammar as validate-config, validates, and hands the resolved config to `tr
 
     sft configs/sft/tiny.toml --max-steps 20 --optim.lr 3e-4
     sft configs/sft/tiny.toml --dry-run      # print the resolved config as JSON and exit
+    sft configs/sft/tiny.toml --dry-run --format toml   # ... as TOML that validates back
+    sft @ configs/sft/tiny.toml --model @ model.toml    # model.toml's table is [model]
     sft --help                               # every setting, with its description and default
+    sft --help model                         # only the [model] settings
 """
 
 from __future__ import annotations
@@ -11,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from trainspec import closed_pipe
+from trainspec.closed_pipe import silence_stdout
 from trainspec.config.kinds import Kind
-from trainspec.config.loader import check_sources, dump_json
-from trainspec.config.schema_info import schema_info
-from trainspec.config.sources import ConfigFileError, Source, read_file
+from trainspec.config.loader import dump_json
 
 from . import report
 from .args import Parser, UsageError, split
-from .help import config_flags_help
-from .overrides import parse
+from .check import CannotCheck, Request, check
+from .inputs import Inputs
 
 if TYPE_CHECKING:
     from trainspec.config.kinds import TrainerConfig
@@ -30,14 +33,26 @@ Train = Callable[["TrainerConfig"], "int | None"]
 def build_parser(prog: str, out: TextIO) -> Parser:
     parser = Parser(
         prog=prog,
-        usage=f"{prog} [FILE ...] [--dry-run] [--config.key VALUE ...]",
+        usage=f"{prog} [FILE ...] [--dry-run [--format json|toml]] [--config.key VALUE ...]",
         description=f"Train with a {prog} config: TOML files merged left to right, then overrides.",
         add_help=False,
         out=out,
     )
-    parser.add_argument("-h", "--help", action="store_true", help="show every setting and exit")
     parser.add_argument(
-        "--dry-run", action="store_true", help="print the resolved config as JSON and exit"
+        "-h",
+        "--help",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="SECTION",
+        help="show every setting (with SECTION: only that section's) and exit",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    parser.add_argument(
+        "--format",
+        choices=("json", "toml"),
+        default="json",
+        help="how --dry-run prints the resolved config (toml validates back to it)",
     )
     return parser
 
@@ -49,26 +64,16 @@ def run_entrypoint(
     parser = build_parser(prog, stdout)
     try:
         line = split(parser, list(argv), kind)
+        if line.options.help is not False:
+            return _to_pipe(lambda: _help(parser, kind, line.options.help, stdout), stdout)
+        outcome = check(Request(line.files, kind, line.sections, line.overrides, prog), Inputs())
     except UsageError as err:
         stderr.write(f"usage: {parser.usage}\n{prog}: error: {err}\n")
         return 2
-    if line.options.help:
-        parser.print_help()
-        stdout.write("\nsettings (--key VALUE; defaults in parentheses):\n")
-        stdout.write(config_flags_help(kind))
-        return 0
-    try:
-        sources: list[Source] = [read_file(path) for path in line.files]
-    except ConfigFileError as err:
-        stderr.write(f"{prog}: {err}\n")
+    except CannotCheck as failure:
+        stderr.write(f"{prog}: {failure.text}")
         return 2
-    parsed = parse(line.overrides, schema_info(kind))
-    if parsed.source.flags:
-        sources.append(parsed.source)
-    outcome = check_sources(kind, sources)
-    if parsed.errors:
-        outcome.errors[:0] = parsed.errors
-        outcome.config = None
+    assert outcome is not None  # the kind is given
     label = ", ".join(line.files) or "command line"
     if not outcome.valid:
         report.write_text(outcome, label, stderr)
@@ -76,7 +81,57 @@ def run_entrypoint(
     for issue in outcome.warnings:
         stderr.write(f"{issue.where + ': ' if issue.where else ''}warning: {issue}\n")
     config = outcome.config
-    if line.options.dry_run or getattr(config, "dry_run", False):
-        stdout.write(dump_json(config) + "\n")
-        return 0
+    assert config is not None  # valid
+    dry_run = line.options.dry_run or getattr(config, "dry_run", False)
+    if line.options.format == "toml" and not dry_run:
+        stderr.write(
+            f"usage: {parser.usage}\n{prog}: error: --format toml is how --dry-run prints the "
+            "config: add --dry-run\n"
+        )
+        return 2
+    if dry_run:
+        form = line.options.format
+        return _to_pipe(lambda: _dry_run(config, kind, form, prog, stdout, stderr), stdout)
     return train(config) or 0
+
+
+def _to_pipe(write: Callable[[], int], stdout: TextIO) -> int:
+    """Run an output-only step (--help, --dry-run); a reader that went away (`| head`) ends it
+    quietly with 141, as SIGPIPE would, instead of a traceback."""
+    try:
+        code = write()
+        stdout.flush()
+        return code
+    except BrokenPipeError:
+        silence_stdout()
+        return closed_pipe.EXIT_CODE
+
+
+def _help(parser: Parser, kind: str, section, stdout: TextIO) -> int:
+    from .help import UnknownSection, config_flags_help
+
+    if isinstance(section, str):
+        try:
+            text = config_flags_help(kind, section=section)
+        except UnknownSection as err:
+            raise UsageError(str(err)) from None
+        stdout.write(f"settings under {section} (--key VALUE; defaults in parentheses):\n{text}")
+        return 0
+    parser.print_help()
+    stdout.write("\nsettings (--key VALUE; defaults in parentheses):\n")
+    stdout.write(config_flags_help(kind))
+    return 0
+
+
+def _dry_run(config, kind: Kind, form: str, prog: str, stdout: TextIO, stderr: TextIO) -> int:
+    if form == "toml":
+        from .toml_out import NotTOML, resolved_toml
+
+        try:
+            stdout.write(resolved_toml(config, kind))
+        except NotTOML as err:
+            stderr.write(f"{prog}: error: {err}\n    fix: print it with --format json\n")
+            return 2
+        return 0
+    stdout.write(dump_json(config) + "\n")
+    return 0

@@ -6,292 +6,70 @@
 
 The renames come from the schema (the `x-trainspec-renamed` maps of schema/*.json, which the
 bundle turns into deprecated keys with `x-trainspec-renamed-to`); nothing is hard-coded here.
-Only the renamed keys change: comments, blank lines, key order, quoting and layout are kept,
-whether a table is written as a [header], with dotted keys or inline. A table that already has
-the new key is a conflict: that file is left as it is. The kind comes from --kind, else from the
-`#:schema` line at the top of each file.
+Only the renamed keys change: comments, blank lines, key order, quoting, layout and a UTF-8
+byte-order mark are kept, whether a table is written as a [header], with dotted keys or inline
+(migrate_rewrite.py). A table that already has the new key is a conflict: that file is left as
+it is. The kind comes from --kind, else from the `#:schema` line at the top of each file.
 
-Exit codes: 0 done (or nothing to do), 1 a conflict, or with --check anything to rename,
-2 usage, I/O or TOML error.
+A file is replaced as a careful editor saves (safe_write.py): the new text goes to a temporary
+`.NAME.migrate-PID.tmp` beside it, with the file's mode, owner and group, is synced to disk and
+renamed over the file, and the directory is synced. If the file changed while it was being
+rewritten (another editor saved it), nothing is written and the run says to run it again. A run
+killed before its rename leaves its temporary; the next run removes it (not with --check, which
+writes nothing) and says so.
+
+Exit codes: 0 done (or nothing to do); 1 a file left unchanged for a reason the next run can
+settle (a conflict to resolve by hand, or the file changed while it was being rewritten: run
+again), or with --check anything to rename; 2 usage, I/O or TOML error, or a file that cannot be
+rewritten without changing more than its renamed keys or its owner.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
 import os
-import re
+import signal
 import sys
-import tempfile
-import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import TextIO
 
 from trainspec.config.kinds import ALL_KINDS
 from trainspec.config.positions import PositionIndex, index_positions
-from trainspec.config.schema_info import schema_info
 from trainspec.config.sources import ConfigFileError, read_file
-from trainspec.issues import BARE_KEY, dotted
+from trainspec.issues import dotted
 
+from . import safe_write
 from .args import Parser, UsageError, guarded, kind_of_file
+from .migrate_rewrite import (
+    CannotRewrite,
+    Conflict,
+    Rename,
+    Rules,
+    TablePath,
+    migrate_text,
+    plan,
+    rewrite,
+    rules_for,
+)
+from .safe_write import CannotKeepOwner, FileChanged, NotSynced, Version
+
+# The rewriting names stay importable from here, where they lived before migrate_rewrite.py.
+__all__ = [
+    "CannotRewrite",
+    "Conflict",
+    "Rename",
+    "Rules",
+    "main",
+    "migrate_text",
+    "plan",
+    "rewrite",
+    "rules_for",
+    "run",
+]
 
 PROG = "migrate-config"
 USAGE = f"{PROG} FILE [FILE ...] [--kind rl|sft] [--check]"
-
-TablePath = tuple[str, ...]
-
-
-class CannotRewrite(Exception):
-    """The file cannot be rewritten with only the renamed keys changed; it is left alone."""
-
-
-@dataclass(frozen=True, slots=True)
-class Rules:
-    """What a kind's schema renames: table path → {old key: new key}, and the keys of each
-    variant of a union table (a `type = "multi_node"` table only renames multi_node's keys)."""
-
-    renames: dict[TablePath, dict[str, str]]
-    variants: dict[TablePath, dict[str, list[str]]] = field(default_factory=dict)
-
-
-def rules_for(kind: str) -> Rules:
-    info = schema_info(kind)
-    renames: dict[TablePath, dict[str, str]] = {}
-    for path, key in info.keys.items():
-        if key.renamed_to:
-            renames.setdefault(path[:-1], {})[path[-1]] = key.renamed_to
-    for mapping in renames.values():  # a → b and b → c: a goes straight to c
-        for old in list(mapping):
-            new, seen = mapping[old], {old}
-            while new in mapping and new not in seen:
-                seen.add(new)
-                new = mapping[new]
-            mapping[old] = new
-    variants = {path: info.variants[path] for path in renames if path in info.variants}
-    return Rules(renames, variants)
-
-
-@dataclass(frozen=True, slots=True)
-class Rename:
-    table: TablePath
-    old: str
-    new: str
-
-    @property
-    def path(self) -> TablePath:
-        return (*self.table, self.old)
-
-    def describe(self) -> str:
-        return f"{dotted(self.path)} -> {dotted((*self.table, self.new))}"
-
-
-@dataclass(frozen=True, slots=True)
-class Conflict:
-    table: TablePath
-    old: str
-    new: str
-    other: str  # the key in the way: `new` itself, or another old key that takes `new`
-
-
-def plan(data: dict[str, Any], rules: Rules) -> tuple[list[Rename], list[Conflict]]:
-    """The renames a parsed document needs, and the tables where they would clash."""
-    renames: list[Rename] = []
-    conflicts: list[Conflict] = []
-    for table_path, mapping in rules.renames.items():
-        table = _table_at(data, table_path)
-        if table is None:
-            continue
-        tag = table.get("type")
-        variant = rules.variants.get(table_path, {}).get(tag) if isinstance(tag, str) else None
-        claimed: dict[str, str] = {}  # new name → the old key that takes it
-        for old, new in mapping.items():
-            if old not in table or (variant is not None and old not in variant):
-                continue  # not there, or not a key of this variant (validation reports it)
-            if new in table:
-                conflicts.append(Conflict(table_path, old, new, new))
-            elif new in claimed:
-                conflicts.append(Conflict(table_path, old, new, claimed[new]))
-            else:
-                claimed[new] = old
-                renames.append(Rename(table_path, old, new))
-    return renames, conflicts
-
-
-def _table_at(data: Any, path: TablePath) -> dict[str, Any] | None:
-    for part in path:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(part)
-    return data if isinstance(data, dict) else None
-
-
-def migrate_text(
-    text: str, data: dict[str, Any], rules: Rules
-) -> tuple[str, list[Rename], list[Conflict]]:
-    """The file's text with the renames applied (unchanged when there is a conflict), the
-    renames and the conflicts. `data` is what tomllib reads from `text`. Raises CannotRewrite
-    when the renames cannot be made without changing anything else."""
-    renames, conflicts = plan(data, rules)
-    if conflicts or not renames:
-        return text, renames, conflicts
-    new_text = rewrite(text, renames)
-    _verify(text, new_text, data, renames, index_positions(text.encode("utf-8")))
-    return new_text, renames, conflicts
-
-
-# ---------------------------------------------------------------------------------------------
-# Rewriting with tomlkit: only the key tokens change
-
-
-def rewrite(text: str, renames: Sequence[Rename]) -> str:
-    """`text` with each rename applied to every place its key is written (a key, a dotted-key
-    part, an inline-table key, a [table] or [[array]] header part); raises CannotRewrite if
-    that cannot be done without touching anything else."""
-    import tomlkit
-    from tomlkit.exceptions import ParseError
-
-    if not renames:
-        return text
-    try:
-        document = tomlkit.parse(text)
-        if document.as_string() != text:
-            raise CannotRewrite("tomlkit does not reproduce this file exactly")
-        _rename_in(document, (), {rename.path: rename.new for rename in renames})
-        return document.as_string()
-    except RecursionError:
-        raise CannotRewrite("it nests tables too deeply for tomlkit") from None
-    except ParseError as err:
-        raise CannotRewrite(f"tomlkit cannot parse it ({err})") from None
-
-
-def _rename_in(container, path: tuple[str | int, ...], targets: dict[TablePath, str]) -> None:
-    from tomlkit.items import AoT, InlineTable, SingleKey, Table
-
-    for key, item in container.body:
-        if key is None:
-            continue  # a comment or whitespace
-        if not isinstance(key, SingleKey):  # the parser splits dotted keys; be sure of it
-            if any(target[: len(path) + 1] == (*path, key.key) for target in targets):
-                raise CannotRewrite(f"unexpected key {key.as_string()!r}")
-            continue
-        here = (*path, key.key)
-        if here in targets:
-            _rename_key(key, targets[here])
-        if isinstance(item, Table):
-            _rename_header(item, here, targets)
-            _rename_in(item.value, here, targets)
-        elif isinstance(item, InlineTable):
-            _rename_in(item.value, here, targets)
-        elif isinstance(item, AoT):
-            for index, element in enumerate(item.body):
-                _rename_header(element, (*here, index), targets)
-                _rename_in(element.value, (*here, index), targets)
-
-
-def _rename_key(key, new: str) -> None:
-    """Give a parsed key a new name, keeping its quoting and the whitespace around it."""
-    original = key.as_string()
-    token = original.strip()
-    start = original.index(token)
-    key._original = original[:start] + _token_like(token, new) + original[start + len(token) :]
-    key.key = new
-
-
-def _rename_header(table, path: tuple[str | int, ...], targets: dict[TablePath, str]) -> None:
-    """A [table] header is rendered from its own text (`display_name`), not from the keys."""
-    header = table.display_name
-    if header is None:
-        return
-    names = [part for part in path if isinstance(part, str)]
-    for depth in range(1, len(path) + 1):
-        new = targets.get(path[:depth])  # type: ignore[arg-type]
-        if new is None:
-            continue
-        spans = _key_spans(header)
-        index = sum(isinstance(part, str) for part in path[:depth]) - 1
-        if len(spans) != len(names):
-            raise CannotRewrite(f"cannot read the header [{header}]")
-        start, end = spans[index]
-        header = header[:start] + _token_like(header[start:end], new) + header[end:]
-    table.display_name = header
-
-
-_KEY_PART = re.compile(r"""[ \t]*([A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')[ \t]*(\.|$)""")
-
-
-def _key_spans(text: str) -> list[tuple[int, int]]:
-    """Where each part of a (dotted) key is written: `a . "b.c"` → the spans of a and "b.c"."""
-    spans: list[tuple[int, int]] = []
-    position = 0
-    while True:
-        found = _KEY_PART.match(text, position)
-        if found is None:
-            raise CannotRewrite(f"cannot read the key {text!r}")
-        spans.append(found.span(1))
-        position = found.end()
-        if found.group(2) != ".":
-            return spans
-
-
-def _token_like(token: str, name: str) -> str:
-    """`name` written the way `token` was: bare if it can be, else quoted like the original."""
-    if token.startswith("'") and "'" not in name and name.isprintable():
-        return f"'{name}'"
-    if token.startswith(("'", '"')) or not BARE_KEY.fullmatch(name):
-        return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return name
-
-
-def _renamed_data(data: Any, renames: Sequence[Rename]) -> Any:
-    """What tomllib should read from the rewritten file."""
-    by_table: dict[TablePath, dict[str, str]] = {}
-    for rename in renames:
-        by_table.setdefault(rename.table, {})[rename.old] = rename.new
-
-    def walk(value: Any, path: TablePath) -> Any:
-        if not isinstance(value, dict):
-            return value
-        names = by_table.get(path, {})
-        return {names.get(k, k): walk(v, (*path, k)) for k, v in value.items()}
-
-    return walk(data, ())
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    return type(a) is type(b) and a == b
-
-
-def _verify(text: str, new_text: str, data: Any, renames: Sequence[Rename], index) -> None:
-    """The rewrite reads back as the renamed document and changed only the renamed keys' lines."""
-    try:
-        got = tomllib.loads(new_text)
-    except tomllib.TOMLDecodeError as err:
-        raise CannotRewrite(f"the rewritten text would not be valid TOML ({err})") from None
-    if not _same(got, _renamed_data(data, renames)):
-        raise CannotRewrite("the rewritten text would not read back as the renamed config")
-    before, after = text.split("\n"), new_text.split("\n")
-    allowed = {
-        position.line
-        for path, position in index.keys.items()
-        for rename in renames
-        if path[: len(rename.path)] == rename.path
-    }
-    if len(before) != len(after):
-        raise CannotRewrite("tomlkit would add or remove lines")
-    changed = {n for n, pair in enumerate(zip(before, after, strict=True), 1) if pair[0] != pair[1]}
-    if not changed <= allowed:
-        raise CannotRewrite("tomlkit would change more than the renamed keys")
-
-
-# ---------------------------------------------------------------------------------------------
-# The command
+BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(slots=True)
@@ -300,6 +78,7 @@ class Totals:
     changed_files: int = 0
     renames: int = 0
     conflicts: int = 0
+    changed_meanwhile: int = 0  # files another program wrote while they were being rewritten
     errors: int = 0
 
 
@@ -309,8 +88,9 @@ def build_parser(out: TextIO) -> Parser:
         usage=USAGE,
         description="Rename the config keys the schema has renamed, in place, keeping comments "
         "and layout.",
-        epilog="Exit codes: 0 done or nothing to do, 1 a conflict (or, with --check, anything "
-        "to rename), 2 usage, I/O or TOML error.",
+        epilog="Exit codes: 0 done or nothing to do, 1 a conflict or a file that changed while "
+        "it was being rewritten (or, with --check, anything to rename), 2 usage, I/O or TOML "
+        "error.",
         add_help=False,
         out=out,
     )
@@ -350,6 +130,10 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
 
 def _migrate(path: str, kind: str | None, check: bool, totals: Totals, stdout, stderr) -> int:
     totals.files += 1
+    if not check:
+        for name in safe_write.remove_stale(path):
+            stdout.write(f"{path}: removed {name}, left by a {PROG} run that was killed\n")
+    before = None if check else safe_write.version(path)
     try:
         source = read_file(path)
     except ConfigFileError as err:
@@ -379,19 +163,17 @@ def _migrate(path: str, kind: str | None, check: bool, totals: Totals, stdout, s
         for conflict in conflicts:
             stdout.write(_conflict_line(path, conflict, index))
         return 1
+    code = 1
     if not check:
-        try:
-            _write(path, new_text)
-        except OSError as err:
-            totals.errors += 1
-            stderr.write(f"{path}: cannot write it: {(err.strerror or str(err)).lower()}\n")
-            return 2
+        written, code = _save(path, before, source.text, new_text, totals, stderr)
+        if not written:
+            return code
     totals.renames += len(renames)
     totals.changed_files += 1
     verb = "would rename " if check else ""
     for rename in renames:
         stdout.write(f"{path}:{_line(index, rename.path)}: {verb}{rename.describe()}\n")
-    return 1 if check else 0
+    return code
 
 
 def _line(index: PositionIndex, path: TablePath) -> int:
@@ -413,22 +195,51 @@ def _conflict_line(path: str, conflict: Conflict, index: PositionIndex) -> str:
     )
 
 
-def _write(path: str, text: str) -> None:
-    """Replace the file's contents atomically, keeping its permissions (and symlinks)."""
-    target = os.path.realpath(path)
-    mode = os.stat(target).st_mode
-    fd, temporary = tempfile.mkstemp(
-        dir=os.path.dirname(target), prefix=".migrate-", suffix=".toml"
-    )
+def _save(
+    path: str, before: Version | None, read: bytes, text: str, totals: Totals, stderr
+) -> tuple[bool, int]:
+    """Write the migrated text over the file and report what went wrong: (whether the renames
+    are in the file now, the file's exit code)."""
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-        os.chmod(temporary, mode & 0o7777)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+        _write(path, before, read, text)
+    except FileChanged:
+        totals.changed_meanwhile += 1
+        stderr.write(
+            f"{path}: changed while {PROG} was rewriting it; nothing was written: run {PROG} "
+            "again\n"
+        )
+        return False, 1
+    except CannotKeepOwner as err:
+        totals.errors += 1
+        stderr.write(
+            f"{path}: cannot keep its owner and group (uid {err.uid}, gid {err.gid}): "
+            f"{err.strerror}; nothing was written: run {PROG} as that user or as root\n"
+        )
+        return False, 2
+    except NotSynced as err:
+        stderr.write(
+            f"{path}: renamed its keys, but could not sync its directory to disk ({err.strerror})"
+            ": the change may be lost if the machine crashes now\n"
+        )
+        return True, 2
+    except OSError as err:
+        totals.errors += 1
+        stderr.write(f"{path}: cannot write it: {(err.strerror or str(err)).lower()}\n")
+        return False, 2
+    return True, 0
+
+
+def _write(path: str, before: Version | None, read: bytes, text: str) -> None:
+    """Replace the file with `text` if it is still the version `before` (stat'ed before it was
+    read) holding the bytes that were read (`read`, less a byte-order mark, which is kept);
+    raise FileChanged if it is not."""
+    current = safe_write.unchanged(path, before)
+    if not current.data.endswith(read):
+        raise FileChanged(path)
+    mark = current.data[: len(current.data) - len(read)]
+    if mark not in (b"", BOM):
+        raise FileChanged(path)
+    safe_write.replace(current, mark + text.encode("utf-8"))
 
 
 def _plural(count: int, word: str) -> str:
@@ -444,20 +255,34 @@ def _summary(totals: Totals, check: bool) -> str:
         )
     elif totals.renames:
         head = f"renamed {_plural(totals.renames, 'key')} in {totals.changed_files} of {files}"
-    elif totals.errors or totals.conflicts:
+    elif totals.errors or totals.conflicts or totals.changed_meanwhile:
         head = "nothing renamed"
     else:
         head = f"nothing to rename in {files}"
     if totals.conflicts:
         head += f"; {_plural(totals.conflicts, 'file')} with conflicts left unchanged"
+    if totals.changed_meanwhile:
+        count = _plural(totals.changed_meanwhile, "file")
+        head += f"; {count} changed meanwhile, left unchanged (run {PROG} again)"
     if totals.errors:
         head += f"; {_plural(totals.errors, 'file')} not migrated (see the errors above)"
     return f"{PROG}: {head}\n"
 
 
 def main() -> None:
+    """The console script. SIGTERM (a `kill`, a CI timeout) and Ctrl-C unwind like an error, so
+    a temporary being written is removed; only SIGKILL leaves one, for the next run."""
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    sys.exit(run(sys.argv[1:], sys.stdout, sys.stderr))
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        code = run(sys.argv[1:], sys.stdout, sys.stderr)
+    except KeyboardInterrupt:
+        code = 128 + signal.SIGINT
+    sys.exit(code)
+
+
+def _exit_on_signal(signum: int, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ def parse(tokens: list[tuple[str, str | None]], info: SchemaInfo) -> ParsedOverr
             if raw is None:
                 errors.append(_needs_value(name, dotted, "a value"))
                 continue
-            strings = table.free_values.get("type") == "string"
+            strings = (table.free_values or {}).get("type") == "string"
             data = deep_merge(data, unflatten({dotted: raw if strings else convert(raw, None)}))
             flags[path] = name
             continue
@@ -107,7 +107,7 @@ def parse(tokens: list[tuple[str, str | None]], info: SchemaInfo) -> ParsedOverr
 
 
 def _needs_value(flag: str, dotted: str, expected: str) -> ConfigIssue:
-    plain = "--" + flag_path(flag)[1]
+    plain = "--" + flag[5:] if flag[2:5] in ("no-", "no_") else flag  # as the user spelled it
     return ConfigIssue(
         "error", dotted, f"needs a value: {expected}", f"write {plain} VALUE", flag=flag
     )

@@ -1,12 +1,70 @@
-"""How a check is shown: text for people, JSON for tools, GitHub workflow annotations for CI."""
+"""How a check is shown: text for people, JSON for tools, GitHub workflow annotations for CI.
+
+The JSON report (`--format json`) is one object, whatever the outcome, including a file that
+cannot be read or parsed, a bad command line and an internal error:
+
+    {
+      "valid": false,                 # true only for exit code 0
+      "kind": "rl",                   # the config kind; null when it could not be told
+      "errors": [                     # in line order: file, line, column; flag errors last
+        {
+          "file": "exp.toml",         # where it was written: file, line, column (null when
+          "line": 12,                 #   set by a flag or when no position is known)
+          "column": 1,
+          "path": "optim.betas1",     # the dotted config path ("" when about a whole file)
+          "message": "optim.betas1 is not a known key",
+          "suggestion": "...",        # how to fix it, when known
+          "flag": "--optim.lr",       # the command-line flag that set it, if one did
+          "rule": "...",              # the rule that reported it, if one did
+          "category": "config"        # config (exit 1); file, usage, internal (exit 2)
+        }
+      ],
+      "warnings": [ ... ],            # same shape, category "config"
+      "config": { ... }               # the resolved config when valid, else null
+    }
+
+`--each --format json` writes JSON Lines: one such object per file on one line, each with a
+leading "file" key (the input it is about) and, for a TOML file that names no trainspec
+schema and so was not checked, "skipped": the reason. Exit codes do not depend on the format:
+0 valid, 1 invalid config, 2 usage, I/O or internal error.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 from trainspec.config.loader import Outcome
-from trainspec.issues import ConfigIssue, toml_value
+from trainspec.config.sources import ConfigFileError, FileSource, FlagSource
+from trainspec.issues import ConfigIssue
+
+
+def ordered(
+    issues: Iterable[ConfigIssue], files: list[str], flags: list[str] | None = None
+) -> list[ConfigIssue]:
+    """`issues` in reading order: by file (in command-line order), line and column; then the
+    issues set by a flag, in command-line order (`flags`); then any without a place."""
+    flag_rank = {flag: rank for rank, flag in enumerate(flags or [])}
+
+    def place(issue: ConfigIssue) -> tuple[int, int, int, int]:
+        if issue.file:
+            rank = files.index(issue.file) if issue.file in files else len(files)
+            return (0, rank, issue.line or 0, issue.column or 0)
+        if issue.flag:
+            return (1, flag_rank.get(issue.flag, len(flag_rank)), 0, 0)
+        return (2, 0, 0, 0)
+
+    return sorted(issues, key=place)
+
+
+def in_order(outcome: Outcome) -> Outcome:
+    """The outcome with its errors and warnings each in reading order."""
+    files = [source.path for source in outcome.sources if isinstance(source, FileSource)]
+    flags = [f for s in outcome.sources if isinstance(s, FlagSource) for f in s.flags.values()]
+    outcome.errors = ordered(outcome.errors, files, flags)
+    outcome.warnings = ordered(outcome.warnings, files, flags)
+    return outcome
 
 
 def issue_dict(issue: ConfigIssue) -> dict[str, Any]:
@@ -23,7 +81,39 @@ def issue_dict(issue: ConfigIssue) -> dict[str, Any]:
         entry["suggestion"] = issue.fix
     if issue.rule:
         entry["rule"] = issue.rule
+    entry["category"] = "config"
     return entry
+
+
+def failure_dict(
+    category: str,
+    message: str,
+    file: str | None = None,
+    line: int | None = None,
+    column: int | None = None,
+    suggestion: str | None = None,
+) -> dict[str, Any]:
+    """An error that stopped the check before any config was judged (exit code 2)."""
+    entry: dict[str, Any] = {
+        "file": file,
+        "line": line,
+        "column": column,
+        "path": "",
+        "message": message,
+    }
+    if suggestion:
+        entry["suggestion"] = suggestion
+    entry["category"] = category
+    return entry
+
+
+def file_error_dict(err: ConfigFileError) -> dict[str, Any]:
+    return failure_dict("file", f"{err.path} {err.message}", err.path, err.line, err.column)
+
+
+def failure_report(kind: str | None, errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON report of a check that could not be made: same keys as a verdict's."""
+    return {"valid": False, "kind": kind, "errors": errors, "warnings": [], "config": None}
 
 
 def write_text(outcome: Outcome, label: str, out: TextIO, strict: bool = False) -> None:
@@ -53,6 +143,11 @@ def write_github(outcome: Outcome, out: TextIO) -> None:
         out.write(f"::{issue.severity} {','.join(props)}::{_escape(text)}\n")
 
 
+def write_github_failure(err: ConfigFileError, out: TextIO) -> None:
+    where = f"file={_escape_property(err.path)},line={err.line or 1},col={err.column or 1}"
+    out.write(f"::error {where},title=trainspec::{_escape(err.message)}\n")
+
+
 def _escape(text: str) -> str:
     """A workflow command's message, escaped as GitHub Actions reads it."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
@@ -64,7 +159,7 @@ def _escape_property(text: str) -> str:
 
 
 def json_report(outcome: Outcome, strict: bool = False) -> dict[str, Any]:
-    config = outcome.config.model_dump(mode="json") if outcome.valid else None
+    config = outcome.config.model_dump(mode="json") if outcome.config and outcome.valid else None
     return {
         "valid": outcome.valid and not (strict and outcome.warnings),
         "kind": outcome.kind,
@@ -74,50 +169,9 @@ def json_report(outcome: Outcome, strict: bool = False) -> dict[str, Any]:
     }
 
 
-def write_json(outcome: Outcome, out: TextIO, strict: bool = False) -> None:
-    out.write(json.dumps(json_report(outcome, strict), indent=2) + "\n")
-
-
-def _leaves(value: Any, path: tuple[str, ...]):
-    if isinstance(value, dict) and value:
-        for key, item in value.items():
-            yield from _leaves(item, (*path, key))
+def write_json(report: dict[str, Any], out: TextIO, file: str | None = None) -> None:
+    """One report: pretty-printed, or as one JSON Lines line tagged with its `file` (--each)."""
+    if file is None:
+        out.write(json.dumps(report, indent=2) + "\n")
     else:
-        yield path, value
-
-
-def write_explain(outcome: Outcome, out: TextIO) -> None:
-    """Every resolved key with where its value came from: a file line, a flag, or the default
-    (and whether a rule derived it)."""
-    if outcome.config is None:
-        return
-    from trainspec.config.schema_info import NO_DEFAULT, schema_info
-    from trainspec.config.sources import last_source
-
-    keys = schema_info(outcome.kind).keys
-    rows = []
-    for path, value in _leaves(outcome.config.model_dump(mode="json"), ()):
-        source = last_source(outcome.sources, path)
-        if source is not None:
-            origin = source.origin(path)
-            written = _get(outcome.document, path)
-            if written != value and not (written == "None" and value is None):
-                origin += f" (written {toml_value(written)}, resolved by the rules)"
-        else:
-            key = keys.get(tuple(p for p in path if not p.isdigit()))
-            default = key.default if key else NO_DEFAULT
-            origin = "default"
-            if default == "auto" and value != "auto":
-                origin = f'default "auto", resolved for {outcome.kind}'
-            elif default is not NO_DEFAULT and default != value and not isinstance(default, dict):
-                origin = f"derived by the rules (default {toml_value(default)})"
-        rows.append((".".join(path), toml_value(value), origin))
-    width = max(len(f"{p} = {v}") for p, v, _ in rows)
-    for path, value, origin in rows:
-        out.write(f"{f'{path} = {value}':<{width}}  # {origin}\n")
-
-
-def _get(document: Any, path: tuple[str, ...]) -> Any:
-    for part in path:
-        document = document[int(part)] if isinstance(document, list) else document[part]
-    return document
+        out.write(json.dumps({"file": file, **report}) + "\n")

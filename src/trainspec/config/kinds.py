@@ -1,14 +1,13 @@
-"""The kinds of config and their generated classes (imported on first use, so a process that
-checks an RL config never builds the SFT classes).
-
-`KINDS` are the two trainer configs (they share `base_trainer` and its rules); `ALL_KINDS` adds
-the orchestrator's config and `rl_run`, the combined config of `rl` (schema rl.json: trainer and
-orchestrator in one file)."""
+"""The generated class of each kind of config (imported on first use, so a process that checks
+an RL config never builds the SFT classes). The kinds themselves are listed once, in
+`trainspec.kinds`; `KINDS` here are the two trainer kinds."""
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING
+
+from trainspec.kinds import ALL_KINDS, KIND_INFO, TRAINER_KINDS, Kind, TrainerKind
 
 if TYPE_CHECKING:
     from trainspec.generated.base_trainer import BaseTrainerConfig
@@ -17,26 +16,18 @@ if TYPE_CHECKING:
 
     TrainerConfig = RLTrainerConfig | SFTTrainerConfig
 
-Kind = Literal["rl", "sft"]
-KINDS: tuple[Kind, ...] = get_args(Kind)
-AnyKind = Literal["rl", "sft", "orchestrator", "rl_run"]
-ALL_KINDS: tuple[AnyKind, ...] = get_args(AnyKind)
-
-CLASS_NAMES: dict[str, tuple[str, str]] = {
-    "rl": ("trainspec.generated.rl_trainer", "RLTrainerConfig"),
-    "sft": ("trainspec.generated.sft_trainer", "SFTTrainerConfig"),
-    "orchestrator": ("trainspec.generated.orchestrator", "OrchestratorConfig"),
-    "rl_run": ("trainspec.generated.rl", "RLConfig"),
-}
+__all__ = ["ALL_KINDS", "KINDS", "Kind", "TrainerKind", "config_class"]
+KINDS: tuple[TrainerKind, ...] = TRAINER_KINDS
 
 
 def config_class(kind: str) -> type[BaseTrainerConfig]:
     try:
-        module, name = CLASS_NAMES[kind]
+        info = KIND_INFO[kind]  # type: ignore[index]
     except KeyError:
         choices = ", ".join(ALL_KINDS)
         raise ValueError(f"unknown config kind {kind!r}; choose one of {choices}") from None
-    return getattr(importlib.import_module(module), name)
+    module = importlib.import_module(f"trainspec.generated.{info.module}")
+    return getattr(module, info.class_name)
 
 
 def __getattr__(name: str):

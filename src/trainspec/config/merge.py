@@ -1,4 +1,8 @@
-"""Combining config sources: tables deep-merge, everything else (arrays too) replaces."""
+"""Combining config sources: tables deep-merge, everything else (arrays too) replaces.
+
+Both walks are iterative: a document nested a thousand tables deep (refused later, in stage 0,
+with its position) must not exhaust Python's recursion limit on the way there.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,20 @@ from typing import Any
 
 
 def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """Return `base` updated by `update`; nested tables merge key by key, other values replace."""
+    """Return `base` updated by `update`; nested tables merge key by key, other values replace.
+
+    Neither input is modified: each table on a merged path is copied before it changes."""
     merged = dict(base)
-    for key, value in update.items():
-        old = merged.get(key)
-        if isinstance(old, Mapping) and isinstance(value, Mapping):
-            merged[key] = deep_merge(old, value)
-        else:
-            merged[key] = value
+    pending: list[tuple[dict[str, Any], Mapping[str, Any]]] = [(merged, update)]
+    while pending:
+        target, changes = pending.pop()
+        for key, value in changes.items():
+            old = target.get(key)
+            if isinstance(old, Mapping) and isinstance(value, Mapping):
+                child = target[key] = dict(old)
+                pending.append((child, value))
+            else:
+                target[key] = value
     return merged
 
 
@@ -26,15 +36,17 @@ def merge_all(documents: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def unflatten(overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Turn ``{"optim.lr": 1e-5}`` into ``{"optim": {"lr": 1e-5}}``; later keys win."""
+    """Turn ``{"optim.lr": 1e-5}`` into ``{"optim": {"lr": 1e-5}}``; later keys win.
+
+    A table given as a value (``{"optim": {...}, "optim.lr": 1e-5}``) is copied before a later
+    dotted key writes into it, so the caller's dict is never changed."""
     nested: dict[str, Any] = {}
     for dotted, value in overrides.items():
         *parents, leaf = dotted.split(".")
         table = nested
         for part in parents:
             child = table.get(part)
-            if not isinstance(child, dict):
-                child = table[part] = {}
+            child = table[part] = dict(child) if isinstance(child, Mapping) else {}
             table = child
         table[leaf] = value
     return nested

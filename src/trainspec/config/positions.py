@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import tomllib
 from dataclasses import dataclass, field
+from typing import Any
 
 Path = tuple[str | int, ...]
 
@@ -98,7 +99,7 @@ class _Indexer:
     def pair(self, prefix: Path, node) -> None:
         """Index a key/value pair and everything nested in its value (without recursion, so
         absurdly nested input cannot exhaust the stack)."""
-        pending: list[tuple[Path, object]] = [(prefix, node)]
+        pending: list[tuple[Path, Any]] = [(prefix, node)]
         while pending:
             prefix, pair = pending.pop()
             named = [child for child in pair.named_children if child.type != "comment"]

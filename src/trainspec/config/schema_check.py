@@ -19,7 +19,7 @@ from trainspec.issues import ConfigIssue, dotted, toml_value
 from .bundle import bundled_schema
 
 if TYPE_CHECKING:
-    from .schema_info import SchemaInfo
+    from .schema_info import KeyInfo, SchemaInfo
 
 MAX_DEPTH = 24  # far deeper than any config; guards the recursive walks below
 SHAPE_ERRORS = {"Type", "Constant", "Enum"}
@@ -97,30 +97,45 @@ def unrepresentable(data: dict[str, Any]) -> list[ConfigIssue]:
     return sorted(issues, key=lambda issue: issue.path)
 
 
-def rule_of(schema: dict[str, Any], schema_path: Any) -> str | None:
-    """The schema-stated rule (x-trainspec-rule) an error comes from, if any.
+def integer_valued_floats(kind: str, data: dict[str, Any]) -> list[ConfigIssue]:
+    """Floats such as 5.0 written where only an integer is allowed.
 
-    The schema states rules that JSON Schema can express, so editors flag them too; their
-    handwritten twins report them in stage 2, with the message, values and fix, so stage 1
-    leaves them out."""
-    node: Any = schema
-    for part in schema_path:
-        if isinstance(node, dict) and "x-trainspec-rule" in node:
-            return node["x-trainspec-rule"]
-        try:
-            node = node[part]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return node.get("x-trainspec-rule") if isinstance(node, dict) else None
+    JSON Schema counts 5.0 as an integer, TOML does not: it is a float, and the classes (strict)
+    refuse it. trainspec refuses it in both stages, with the spelling to use."""
+    from .schema_info import schema_info
+
+    info = schema_info(kind)
+    issues: list[ConfigIssue] = []
+    stack: list[tuple[tuple[Any, ...], tuple[str, ...], Any]] = [((), (), data)]
+    while stack:
+        path, where, value = stack.pop()
+        if isinstance(value, dict):
+            if where and info.free_table((*where, "*")) is not None:
+                continue  # a free-form table (loss.kwargs): any value goes
+            stack.extend(((*path, k), (*where, k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*path, n), (*where, "*"), v) for n, v in enumerate(value))
+        elif isinstance(value, float) and value.is_integer():
+            key = info.keys.get(where)
+            if where and where[-1] == "*":
+                parent = info.keys.get(where[:-1])
+                key = parent.items if parent is not None else None
+            if key is not None and "integer" in key.types and "number" not in key.types:
+                exact = abs(value) < 2**53  # the float is exactly that integer
+                fix = f"write {int(value)}, not {value!r}" if exact else "write an integer"
+                issues.append(
+                    _issue(path, f"must be an integer, got {value!r} (a float in TOML)", fix)
+                )
+    return sorted(issues, key=lambda issue: issue.path)
 
 
 def check(kind: str, data: dict[str, Any]) -> list[ConfigIssue]:
-    """Every structural error of `data` as a `kind` config; [] when the schema accepts it
-    (or rejects it only by a schema-stated rule, which stage 2 reports)."""
+    """Every structural error of `data` as a `kind` config; [] when the schema accepts it."""
     validator = _validator(kind)
     try:
         if validator.is_valid(data):
-            return []  # a nan in a nullable field reads as null here; stage 2 refuses it
+            # a nan in a nullable field reads as null here; stage 2 refuses it
+            return integer_valued_floats(kind, data)
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         return unrepresentable(data) or [
             ConfigIssue("error", "", f"cannot be checked: {exc}", "simplify the values")
@@ -134,11 +149,11 @@ def check(kind: str, data: dict[str, Any]) -> list[ConfigIssue]:
     seen: dict[tuple[str, str], ConfigIssue] = {}
     schema = bundled_schema(kind)
     for error in validator.iter_errors(data):
-        if rule_of(schema, error.schema_path):
-            continue
         for issue in _translate(error, info, data, schema):
             seen.setdefault((issue.path, issue.message), issue)
-    return list(seen.values())
+    found = list(seen.values())
+    reported = {issue.path for issue in found}
+    return found + [i for i in integer_valued_floats(kind, data) if i.path not in reported]
 
 
 def _kind(error) -> str:
@@ -162,13 +177,7 @@ def _translate(error, info: SchemaInfo, data: Any, schema: dict) -> Iterator[Con
     path = _instance_path(error, data)
     kind = _kind(error)
     if kind in ("AnyOf", "OneOfNotValid"):
-        branches = [
-            [inner for inner in branch if not rule_of(schema, inner.schema_path)]
-            for branch in error.kind.context
-        ]
-        branches = [branch for branch in branches if _viable(branch, path, data)]
-        if any(not branch for branch in branches):
-            return  # a branch fails only by a stated rule: stage 2 reports it
+        branches = [branch for branch in error.kind.context if _viable(branch, path, data)]
         if branches:
             for inner in min(branches, key=len):
                 yield from _translate(inner, info, data, schema)
@@ -221,6 +230,14 @@ def _unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) -
     section = f"[{_dotted(where)}]" if where else "the top level"
     tag = _variant(path, info, data)
     owners = [t for t, keys in info.variants.get(where, {}).items() if key in keys]
+    if not where and key in info.unsupported:
+        return _issue(
+            (*path, key),
+            f"is a section of the reference (prime-rl) that trainspec does not support: "
+            f"{info.unsupported[key]}",
+            f"remove [{key}]",
+            about_key=True,
+        )
     if tag is not None and owners:
         names = " or ".join(json.dumps(t) for t in owners)
         fix = f'{key} is a setting of {_dotted(where)}.type {names}, not "{tag}"'
@@ -237,7 +254,7 @@ def _unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) -
     elif close:
         fix = f"did you mean {_dotted((*path, close[0]))}?"
     else:
-        fix = f"remove {key}; {section} takes: {', '.join(valid)}"
+        fix = f"remove {dotted((key,))}; {section} takes: {', '.join(valid)}"
     return _issue((*path, key), f"is not a known key of {section}", fix, about_key=True)
 
 
@@ -262,16 +279,15 @@ def _wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIs
             f"is required: [{_dotted(where)}] has no default type",
             f"add type = one of {names}",
         )
-    key = info.keys.get(where)
+    key: KeyInfo | None = info.keys.get(where)
+    described = key
     if key is not None and path and isinstance(path[-1], int) and key.items is not None:
-        key, described = key.items, key  # an array item: what the items take
-    else:
-        described = key
+        key = key.items  # an array item: what the items take
     expected = key.expected() if key else "another kind of value"
     fix = f"write {expected} ({_describe_fix(described)})"
     if key is not None and isinstance(value, str) and key.choices:
-        names = [str(choice) for choice in key.choices]
-        close = _close_matches(value, names, n=1, cutoff=0.5)
+        choices = [str(choice) for choice in key.choices]
+        close = _close_matches(value, choices, n=1, cutoff=0.5)
         if close:
             fix = f'did you mean "{close[0]}"?'
     return _issue(path, f"should be {expected}, got {toml_value(value)}", fix)

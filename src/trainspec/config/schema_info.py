@@ -11,7 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bundle import SCHEMA_NAMES, bundled_schema, resolve_ref
+from trainspec.schema_walk import objects, resolve_ref
+
+from .bundle import SCHEMA_NAMES, bundled_schema
 
 KeyPath = tuple[str, ...]
 NO_DEFAULT = object()
@@ -32,6 +34,12 @@ class KeyInfo:
     free_values: dict[str, Any] | None = None  # a free-form table: the schema of its values
     items: KeyInfo | None = None  # an array: what each item takes
     renamed_to: str | None = None  # an old name (x-trainspec-renamed): the key's new name
+    bounds: list[str] = field(default_factory=list)  # ">= 0", "in (0, 1)": one per branch
+
+    @property
+    def limits(self) -> str:
+        """The bounds in words ("" when the key has none)."""
+        return " or ".join(self.bounds)
 
     @property
     def dotted(self) -> str:
@@ -58,7 +66,9 @@ class KeyInfo:
         """What this key takes, in words: 'an integer or "None"'."""
         words = [_ARTICLES[t] for t in _TYPE_ORDER if t in self.types and t != "null"]
         if "array" in self.types and self.items is not None and self.items.expected():
-            words[words.index(_ARTICLES["array"])] = f"an array of ({self.items.expected()})"
+            item = self.items.expected()
+            plural = _PLURALS.get(item, f"({item})")
+            words[words.index(_ARTICLES["array"])] = f"an array of {plural}"
         if self.choices and len(self.choices) <= 8:
             words += [json.dumps(choice) for choice in self.choices]
         elif self.choices:
@@ -74,37 +84,18 @@ class SchemaInfo:
         self.keys: dict[KeyPath, KeyInfo] = {}
         self.children: dict[KeyPath, list[str]] = {(): []}
         self.variants: dict[KeyPath, dict[str, list[str]]] = {}  # union path → tag → its keys
+        # reference sections trainspec leaves out, with the reason (x-trainspec-unsupported)
+        self.unsupported: dict[str, str] = schema.get("x-trainspec-unsupported", {})
         self._walk(schema, (), set())
 
     def resolve(self, node: dict[str, Any]) -> dict[str, Any]:
         return resolve_ref(self.schema, node)
 
-    def _objects(self, node: dict[str, Any]) -> list[dict[str, Any]]:
-        """Every object schema a value at this node may match, allOf parts merged."""
-        node = self.resolve(node)
-        found = []
-        if "properties" in node or node.get("type") == "object":
-            merged = {"properties": dict(node.get("properties", {})), "required": []}
-            merged["required"] = list(node.get("required", []))
-            for part in node.get("allOf", []):
-                for sub in self._objects(part):
-                    merged["properties"] = {**sub["properties"], **merged["properties"]}
-                    merged["required"] += sub["required"]
-            found.append(merged)
-        elif "allOf" in node:
-            merged = {"properties": {}, "required": []}
-            for part in node["allOf"]:
-                for sub in self._objects(part):
-                    merged["properties"].update(sub["properties"])
-                    merged["required"] += sub["required"]
-            found.append(merged)
-        for key in ("anyOf", "oneOf"):
-            for branch in node.get(key, []):
-                found += self._objects(branch)
-        return found
-
     def _describe(self, info: KeyInfo, node: dict[str, Any]) -> None:
         node = self.resolve(node)
+        limits = bound_text(node)
+        if limits and limits not in info.bounds:
+            info.bounds.append(limits)
         if "propertyNames" in node:
             info.property_names = node["propertyNames"]
         if isinstance(node.get("items"), dict):
@@ -131,7 +122,7 @@ class SchemaInfo:
 
     def _walk(self, node: dict[str, Any], path: KeyPath, seen: set[int]) -> None:
         resolved = self.resolve(node)
-        objects = self._objects(resolved)
+        shapes = objects(self.schema, resolved)
         union = resolved.get("oneOf") or []
         for branch in resolved.get("anyOf", []):  # a nullable union: anyOf [union, null, ...]
             union = union or self.resolve(branch).get("oneOf") or []
@@ -140,15 +131,14 @@ class SchemaInfo:
         ):
             tags = {}
             for branch in union:
-                for obj in self._objects(branch):
-                    tag = obj["properties"].get("type", {}).get("const")
-                    if tag is not None:
-                        tags[tag] = list(obj["properties"])
+                for shape in objects(self.schema, branch):
+                    if shape.tag is not None:
+                        tags[shape.tag] = list(shape.properties)
             if tags:
                 self.variants[path] = tags
         names = self.children.setdefault(path, [])
-        for obj in objects:
-            for name, prop in obj["properties"].items():
+        for shape in shapes:
+            for name, prop in shape.properties.items():
                 child = (*path, name)
                 if name not in names:
                     names.append(name)
@@ -158,7 +148,7 @@ class SchemaInfo:
                     info.description = prop.get("description", "")
                     info.default = prop.get("default", NO_DEFAULT)
                     info.renamed_to = prop.get("x-trainspec-renamed-to")
-                info.required = info.required or name in obj["required"]
+                info.required = info.required or name in shape.required
                 self._describe(info, prop)
                 if id(prop) not in seen:
                     self._walk(prop, child, seen | {id(prop)})
@@ -186,6 +176,12 @@ _ARTICLES = {
     "string": "a string",
     "null": "null",
 }
+_PLURALS = {
+    "a string": "strings",
+    "an integer": "integers",
+    "a number": "numbers",
+    "true or false": "booleans",
+}
 
 
 def json_type(value: Any) -> str:
@@ -204,3 +200,22 @@ def json_type(value: Any) -> str:
 @functools.cache
 def schema_info(kind: str) -> SchemaInfo:
     return SchemaInfo(bundled_schema(kind))
+
+
+def bound_text(node: dict[str, Any]) -> str | None:
+    """A schema node's numeric bounds in words: `>= 0`, `> 0`, `in [1, 65535]`, `in (0, 1)`."""
+    low, low_open = node.get("minimum"), False
+    if "exclusiveMinimum" in node:
+        low, low_open = node["exclusiveMinimum"], True
+    high, high_open = node.get("maximum"), False
+    if "exclusiveMaximum" in node:
+        high, high_open = node["exclusiveMaximum"], True
+    if low is not None and high is not None:
+        return f"in {'(' if low_open else '['}{json.dumps(low)}, {json.dumps(high)}" + (
+            ")" if high_open else "]"
+        )
+    if low is not None:
+        return f"{'>' if low_open else '>='} {json.dumps(low)}"
+    if high is not None:
+        return f"{'<' if high_open else '<='} {json.dumps(high)}"
+    return None

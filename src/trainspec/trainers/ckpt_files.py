@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-STEP_DIR = re.compile(r"step_(\d+)")
+from trainspec.config.steps import step_of_dir
+
 META = "meta.json"
 TRAINER_DIR = "trainer"  # model + optimizer, torch.distributed.checkpoint format
 WEIGHTS_DIR = "weights"  # Hugging Face format, for inference tools
@@ -42,8 +42,7 @@ def rank_file(step_dir: Path, rank: int) -> Path:
 
 def step_of(path: Path) -> int | None:
     """The step a `step_<N>` directory name stands for, else None."""
-    match = STEP_DIR.fullmatch(path.name)
-    return int(match.group(1)) if match else None
+    return step_of_dir(path.name)
 
 
 def is_complete(step_dir: Path) -> bool:
@@ -148,7 +147,10 @@ def steps_to_delete(
 
 def capture_rng() -> dict[str, Any]:
     """Every generator a training step may draw from, in a form `torch.load` reads safely."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    legacy = np.random.get_state(legacy=True)
+    # The global generator is MT19937 (trainspec never swaps it), whose legacy state is a tuple.
+    assert isinstance(legacy, tuple), "np.random's generator is not MT19937"
+    name, keys, pos, has_gauss, cached = legacy
     state = {
         "python": random.getstate(),
         "numpy": {

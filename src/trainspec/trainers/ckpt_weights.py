@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import torch
 from safetensors.torch import save_file
@@ -116,7 +117,9 @@ def export_weights(
     state = get_model_state_dict(model, options=options)
     if not is_main:
         return
-    weights = hf_state_dict(state, prefix=hf_prefix(model), aliases=tied_aliases(model))
+    # A module's full state dict holds its parameters and buffers, gathered into plain tensors.
+    tensors = cast(dict[str, torch.Tensor], state)
+    weights = hf_state_dict(tensors, prefix=hf_prefix(model), aliases=tied_aliases(model))
     write_safetensors(weights, weights_dir)
     if export is not None:
         export(weights_dir, weights)

@@ -27,14 +27,21 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from .errors import SetupError
 
 logger = logging.getLogger(__name__)
 
 COMMANDS = ("checkpoint", "stop")
+
+# What `signal.signal` takes and gives back: a function, SIG_DFL / SIG_IGN, or None (a handler
+# not set from Python).
+_SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +64,7 @@ class Control:
         self.poll_interval_steps = 1
         self.checkpoint_on_stop = False
         self._signals: dict[str, signal.Signals] = {}
-        self._previous: dict[signal.Signals, object] = {}
+        self._previous: dict[signal.Signals, _SignalHandler] = {}
         # Signals bump a counter and `poll` compares it with what it last saw: nothing that
         # arrives while `poll` runs is lost.
         self._received = {"checkpoint": 0, "stop": 0}
@@ -151,9 +158,9 @@ class Control:
             received = self._received[command]
             wanted[command] = received != self._answered[command]
             self._answered[command] = received
-        if self._read_files and step % self.poll_interval_steps == 0:
+        if self.dir is not None and self._read_files and step % self.poll_interval_steps == 0:
             for command in COMMANDS:
-                if self._take_file(command):
+                if self._take_file(self.dir, command):
                     wanted[command] = True
         for command in COMMANDS:
             if wanted[command]:
@@ -169,8 +176,8 @@ class Control:
             return True
         return self.dir is not None and (self.dir / "stop").exists()
 
-    def _take_file(self, command: str) -> bool:
-        path = self.dir / command
+    def _take_file(self, directory: Path, command: str) -> bool:
+        path = directory / command
         try:
             path.unlink()
         except FileNotFoundError:

@@ -56,14 +56,14 @@ class Heartbeat:
                 self._pending = True
                 if self._thread is None:
                     self._thread = threading.Thread(
-                        target=self._run, name="trainspec-heartbeat", daemon=True
+                        target=self._run, args=(self.url,), name="trainspec-heartbeat", daemon=True
                     )
                     self._thread.start()
                 self._wake.notify()
         except Exception as exc:  # e.g. no more threads: heartbeats are never worth a crash
             self._failed(exc)
 
-    def _run(self) -> None:
+    def _run(self, url: str) -> None:
         while True:
             with self._wake:
                 while not self._pending and not self._closed:
@@ -71,11 +71,11 @@ class Heartbeat:
                 if not self._pending:  # closed, nothing left to send
                     return
                 self._pending = False
-            self._send()
+            self._send(url)
 
-    def _send(self) -> None:
+    def _send(self, url: str) -> None:
         request = urllib.request.Request(
-            self.url, method="GET", headers={"User-Agent": "trainspec-heartbeat"}
+            url, method="GET", headers={"User-Agent": "trainspec-heartbeat"}
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:

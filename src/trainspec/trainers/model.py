@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -20,6 +21,9 @@ from torch import nn
 from .builtin import builtin_model_dir, is_builtin
 from .errors import SetupError
 from .world import World
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ def _hf_config(model_cfg, source: str):
     return config
 
 
-def load_hf_model(model_cfg, seed: int) -> nn.Module:
+def load_hf_model(model_cfg, seed: int) -> PreTrainedModel:
     """The Hugging Face model in optimization_dtype, on the CPU."""
     from transformers import AutoModelForCausalLM
 
@@ -109,7 +113,7 @@ def _apply_router_settings(model: nn.Module, model_cfg) -> None:
         )
 
 
-def apply_lora(model: nn.Module, lora_cfg) -> nn.Module:
+def apply_lora(model: PreTrainedModel, lora_cfg) -> PreTrainedModel:
     """LoRA adapters through peft; only the adapters (and modules_to_save) train."""
     if lora_cfg is None:
         return model
@@ -130,7 +134,8 @@ def apply_lora(model: nn.Module, lora_cfg) -> nn.Module:
         target_modules=targets,
         modules_to_save=list(lora_cfg.modules_to_save) or None,
     )
-    return get_peft_model(model, peft_config).get_base_model()
+    # LoRA injects its adapters into `model` in place: the base model is `model` itself.
+    return cast("PreTrainedModel", get_peft_model(model, peft_config).get_base_model())
 
 
 class CausalLMLoss(nn.Module):
@@ -140,7 +145,7 @@ class CausalLMLoss(nn.Module):
     full [tokens, vocab] logits never exist at once; None computes them in one go.
     """
 
-    def __init__(self, lm: nn.Module, chunk: int | None) -> None:
+    def __init__(self, lm: PreTrainedModel, chunk: int | None) -> None:
         super().__init__()
         self.lm = lm
         self.chunk = chunk

@@ -26,7 +26,7 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .errors import SetupError
 
@@ -67,7 +67,7 @@ class Monitor:
         self.enabled = enabled
         self.history: list[dict] = []
         self.path: Path | None = None
-        self._file = None
+        self._file: TextIO | None = None
         self._wandb_run = None
         self._failed: set[str] = set()
         self._session_step: int | None = None
@@ -94,7 +94,7 @@ class Monitor:
             return
         try:
             if self.path is not None:
-                self._open_file()
+                self._open_file(self.path)
             if wandb_init is not None:
                 self._start_wandb(wandb_init, run_dir)
         except BaseException:
@@ -103,8 +103,7 @@ class Monitor:
 
     # -- the JSON-lines file ---------------------------------------------------------------
 
-    def _open_file(self) -> None:
-        path = self.path
+    def _open_file(self, path: Path) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             ends_cleanly = True
@@ -193,13 +192,13 @@ class Monitor:
         self._session_step = step
         self.history.append(record)
         if self._file is not None:
-            self._guard("file", self._write_line, record)
+            self._guard("file", self._write_line, self._file, record)
         if self._wandb_run is not None:
             self._guard("wandb", self._wandb_run.log, values, step=int(step))
 
-    def _write_line(self, record: dict) -> None:
-        self._file.write(json.dumps(record, allow_nan=False) + "\n")
-        self._file.flush()
+    def _write_line(self, file: TextIO, record: dict) -> None:
+        file.write(json.dumps(record, allow_nan=False) + "\n")
+        file.flush()
 
     def _guard(self, sink: str, call, *args, **kwargs) -> None:
         try:

@@ -31,8 +31,9 @@ SELECTIVE_TARGETS = {
 }
 
 
-def _replace(parent: nn.Module, dotted: str, wrap) -> bool:
+def _replace(block: nn.Module, dotted: str, wrap) -> bool:
     *path, leaf = dotted.split(".")
+    parent: nn.Module | None = block
     for part in path:
         parent = getattr(parent, part, None)
         if parent is None:
@@ -68,12 +69,18 @@ def apply_compile(module: CausalLMLoss, compile_cfg) -> None:
     if compile_cfg is None:
         return
     for index, layer in enumerate(module.layers):
-        module.layers[index] = torch.compile(layer, fullgraph=compile_cfg.fullgraph)
+        compiled = torch.compile(layer, fullgraph=compile_cfg.fullgraph)  # an OptimizedModule
+        module.layers[index] = compiled  # type: ignore[assignment]  # stub: Callable, not Module
 
 
 def apply_fsdp(module: CausalLMLoss, model_cfg, world: World) -> None:
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import (
+        CPUOffloadPolicy,
+        MixedPrecisionPolicy,
+        OffloadPolicy,
+        fully_shard,
+    )
 
     replicate = model_cfg.dp_replicate
     if world.world_size % replicate:
@@ -82,7 +89,8 @@ def apply_fsdp(module: CausalLMLoss, model_cfg, world: World) -> None:
             f"= {replicate} does not divide the {world.world_size} training processes",
             "pick a dp_replicate that divides the number of processes",
         )
-    shape, names = (world.world_size,), ("dp_shard",)
+    shape: tuple[int, ...] = (world.world_size,)
+    names: tuple[str, ...] = ("dp_shard",)
     if replicate > 1:
         shape, names = (replicate, world.world_size // replicate), ("dp_replicate", "dp_shard")
     mesh = init_device_mesh(world.device.type, shape, mesh_dim_names=names)
@@ -91,13 +99,19 @@ def apply_fsdp(module: CausalLMLoss, model_cfg, world: World) -> None:
         param_dtype=torch.bfloat16 if on_gpu else None,
         reduce_dtype=DTYPES[model_cfg.reduce_dtype],
     )
-    offload = CPUOffloadPolicy() if model_cfg.fsdp_cpu_offload and on_gpu else None
-    kwargs = {"mesh": mesh, "mp_policy": policy}
-    if offload is not None:
-        kwargs["offload_policy"] = offload
+    # OffloadPolicy() is fully_shard's default: no offloading.
+    offload = CPUOffloadPolicy() if model_cfg.fsdp_cpu_offload and on_gpu else OffloadPolicy()
     for layer in module.layers:
-        fully_shard(layer, reshard_after_forward=model_cfg.reshard_after_forward, **kwargs)
-    fully_shard(module, reshard_after_forward=False, **kwargs)
+        fully_shard(
+            layer,
+            mesh=mesh,
+            mp_policy=policy,
+            offload_policy=offload,
+            reshard_after_forward=model_cfg.reshard_after_forward,
+        )
+    fully_shard(
+        module, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=False
+    )
 
 
 def apply_parallelism(module: CausalLMLoss, model_cfg, world: World) -> CausalLMLoss:

@@ -210,14 +210,14 @@ class Progress:
         if rate is not None:
             self._rates.append(rate)
         if self._bar is not None:
-            self._guard(self._update_bar, done)
+            self._guard(self._update_bar, self._bar, done)
             return
         now = time.monotonic()
         if now - self._last_line >= self.interval:
             self._last_line = now
             self._guard(self._line)
 
-    def _update_bar(self, done: int) -> None:
+    def _update_bar(self, bar, done: int) -> None:
         postfix = []
         loss = _number(self._metrics.get("loss"))
         if loss is not None:
@@ -228,8 +228,8 @@ class Progress:
         if self._rates:
             postfix.append(f"tok/s={self._rates[-1]:,.0f}")
             self._rates.clear()
-        self._bar.set_postfix_str(", ".join(postfix), refresh=False)
-        self._bar.update(done)
+        bar.set_postfix_str(", ".join(postfix), refresh=False)
+        bar.update(done)
 
     def _eta(self, elapsed: float) -> float | None:
         if self.total is None or self._step <= self.start or elapsed <= 0:

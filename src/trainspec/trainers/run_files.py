@@ -10,20 +10,11 @@ import tomlkit
 
 from trainspec.config import dump_json
 from trainspec.config.bundle import BUNDLE_DIR, SCHEMA_NAMES
+from trainspec.config.toml_text import toml_ready
+from trainspec.kinds import Kind
 
 
-def _toml_ready(value: Any) -> Any:
-    """TOML has no null: write it the way trainspec reads it back ("None")."""
-    if value is None:
-        return "None"
-    if isinstance(value, dict):
-        return {key: _toml_ready(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_toml_ready(item) for item in value]
-    return value
-
-
-def write_resolved_config(config, run_dir: Path, kind: str) -> dict[str, Any]:
+def write_resolved_config(config, run_dir: Path, kind: Kind) -> dict[str, Any]:
     """run_dir/config.json and run_dir/config.toml; both validate back to this config."""
     run_dir.mkdir(parents=True, exist_ok=True)
     text = dump_json(config)
@@ -31,5 +22,5 @@ def write_resolved_config(config, run_dir: Path, kind: str) -> dict[str, Any]:
     document = json.loads(text)
     schema = BUNDLE_DIR / f"{SCHEMA_NAMES[kind]}.json"
     header = f"#:schema {schema}\n# the resolved config this run started with\n"
-    (run_dir / "config.toml").write_text(header + tomlkit.dumps(_toml_ready(document)))
+    (run_dir / "config.toml").write_text(header + tomlkit.dumps(toml_ready(document)))
     return document

@@ -9,13 +9,16 @@ only reads it, so adding an auto setting is a schema edit.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from trainspec.config_model import ConfigModel, union_members
 
 from .context import RuleContext
+
+if TYPE_CHECKING:
+    from trainspec.generated.base_trainer import BaseTrainerConfig
 
 AUTO = "auto"
 AUTO_KEY = "x-trainspec-auto"
@@ -25,8 +28,9 @@ def _auto_fields(cls: type[BaseModel], prefix: str, found: dict[str, dict[str, A
     for name, field in cls.model_fields.items():
         path = f"{prefix}{name}"
         extra = field.json_schema_extra
-        if isinstance(extra, dict) and AUTO_KEY in extra:
-            found[path] = extra[AUTO_KEY]
+        per_mode = extra.get(AUTO_KEY) if isinstance(extra, dict) else None
+        if isinstance(per_mode, dict):
+            found[path] = per_mode
         for member in union_members(field.annotation):
             if isinstance(member, type) and issubclass(member, ConfigModel):
                 _auto_fields(member, f"{path}.", found)
@@ -50,10 +54,14 @@ def _steps(cls: type[BaseModel]) -> tuple[tuple[tuple[str, ...], str, dict[str, 
     return tuple(steps)
 
 
-def resolve_auto_defaults(cfg, ctx: RuleContext) -> None:
+def resolve_auto_defaults(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """Per-mode "auto" settings (e.g. optim.weight_decay) get the RL or the SFT trainer's value.
+
+    These are the settings whose RL and SFT defaults differ, such as model.moe_router_dtype,
+    model.freeze_moe_router and optim.weight_decay; each one's description gives both values."""
     for parents, leaf, per_mode in _steps(type(cfg)):
-        table = cfg
+        table: Any = cfg
         for part in parents:
             table = getattr(table, part, None)
         if table is not None and getattr(table, leaf, None) == AUTO:
-            setattr(table, leaf, per_mode[ctx.kind])
+            ctx.resolve(table, leaf, per_mode[ctx.kind])

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trainspec.generated.model import ActivationCheckpointConfig, MXFP8Config
 
 from .context import RuleContext, show
 
+if TYPE_CHECKING:
+    from trainspec.generated.base_trainer import BaseTrainerConfig
+
 CUSTOM_IMPLS = ("custom", "auto")
 
 
-def validate_selective_targets(cfg, ctx: RuleContext) -> None:
+def resolve_duplicate_ac_targets(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """Duplicate model.ac.targets are removed (with a warning)."""
     ac = cfg.model.ac
     if ac is None:
         return
@@ -20,8 +26,13 @@ def validate_selective_targets(cfg, ctx: RuleContext) -> None:
             f"had duplicates removed, now {show(unique)}",
             f"write each target once: targets = {show(unique)}",
         )
-        ac.targets = unique
-    if ac.mode == "selective" and not ac.targets:
+        ctx.resolve(ac, "targets", unique)
+
+
+def validate_selective_targets(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.ac.mode "selective" needs at least one entry in model.ac.targets."""
+    ac = cfg.model.ac
+    if ac is not None and ac.mode == "selective" and not ac.targets:
         ctx.error(
             "model.ac.targets",
             'is empty, but model.ac.mode = "selective" needs at least one target',
@@ -29,7 +40,8 @@ def validate_selective_targets(cfg, ctx: RuleContext) -> None:
         )
 
 
-def trust_remote_code_only_with_hf(cfg, ctx: RuleContext) -> None:
+def trust_remote_code_only_with_hf(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.trust_remote_code = true needs model.impl "hf" or "auto"."""
     model = cfg.model
     if model.trust_remote_code and model.impl not in ("hf", "auto"):
         ctx.error(
@@ -40,7 +52,8 @@ def trust_remote_code_only_with_hf(cfg, ctx: RuleContext) -> None:
         )
 
 
-def vlm_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
+def vlm_only_with_custom_impl(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """[model.vlm] (training a VLM) needs model.impl "custom"."""
     model = cfg.model
     if model.vlm is not None and model.impl != "custom":
         ctx.error(
@@ -50,7 +63,8 @@ def vlm_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
         )
 
 
-def vlm_cp_requires_ulysses(cfg, ctx: RuleContext) -> None:
+def vlm_cp_requires_ulysses(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """A VLM ([model.vlm]) with model.cp > 1 needs model.cp_style "ulysses"."""
     model = cfg.model
     if model.vlm is not None and model.cp > 1 and model.cp_style != "ulysses":
         ctx.error(
@@ -62,7 +76,8 @@ def vlm_cp_requires_ulysses(cfg, ctx: RuleContext) -> None:
         )
 
 
-def validate_cp(cfg, ctx: RuleContext) -> None:
+def validate_cp(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.cp > 1 needs model.impl "custom" or "auto"."""
     model = cfg.model
     if model.cp > 1 and model.impl not in CUSTOM_IMPLS:
         ctx.error(
@@ -73,10 +88,14 @@ def validate_cp(cfg, ctx: RuleContext) -> None:
         )
 
 
-def ac_offloading_requires_ac(cfg, ctx: RuleContext) -> None:
+def resolve_ac_for_ac_offloading(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.ac = "None" gets its defaults back while model.ac_offloading is on (with a warning).
+
+    model.ac_offloading offloads checkpointed activations, so it needs activation checkpointing;
+    it is on by default, so turning both off takes model.ac_offloading = "None" too."""
     model = cfg.model
     if model.ac_offloading is not None and model.ac is None:
-        model.ac = ActivationCheckpointConfig()
+        ctx.resolve(model, "ac", ActivationCheckpointConfig())
         ctx.warn(
             "model.ac",
             "turned back on with defaults: model.ac_offloading offloads checkpointed "
@@ -85,7 +104,8 @@ def ac_offloading_requires_ac(cfg, ctx: RuleContext) -> None:
         )
 
 
-def selective_ac_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
+def selective_ac_only_with_custom_impl(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.ac.mode "selective" needs model.impl "custom" or "auto"."""
     model = cfg.model
     if model.ac is not None and model.ac.mode == "selective" and model.impl not in CUSTOM_IMPLS:
         ctx.error(
@@ -95,7 +115,11 @@ def selective_ac_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
         )
 
 
-def cpu_offload_mutual_exclusion(cfg, ctx: RuleContext) -> None:
+def cpu_offload_mutual_exclusion(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.fsdp_cpu_offload, model.optim_cpu_offload and [model.full_offload] exclude each other.
+
+    model.optim_cpu_offload defaults to true, so turning on either of the others needs
+    model.optim_cpu_offload = false."""
     model = cfg.model
     full = model.full_offload is not None
     if model.fsdp_cpu_offload and model.optim_cpu_offload:
@@ -120,7 +144,8 @@ def cpu_offload_mutual_exclusion(cfg, ctx: RuleContext) -> None:
         )
 
 
-def flash_attention_4_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
+def flash_attention_4_only_with_custom_impl(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.attn "flash_attention_4" or "auto" needs model.impl "custom" or "auto"."""
     model = cfg.model
     if model.attn in ("flash_attention_4", "auto") and model.impl not in CUSTOM_IMPLS:
         ctx.error(
@@ -131,7 +156,8 @@ def flash_attention_4_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
         )
 
 
-def quantization_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
+def quantization_only_with_custom_impl(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """[model.quantization] needs model.impl "custom" or "auto"."""
     model = cfg.model
     if model.quantization is not None and model.impl not in CUSTOM_IMPLS:
         ctx.error(
@@ -141,7 +167,8 @@ def quantization_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
         )
 
 
-def validate_ep_comm_backend(cfg, ctx: RuleContext) -> None:
+def validate_ep_comm_backend(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.ep_comm_backend "deepep" needs model.ep above 1 or "auto"."""
     model = cfg.model
     if model.ep_comm_backend == "deepep" and isinstance(model.ep, int) and model.ep <= 1:
         ctx.error(
@@ -152,7 +179,8 @@ def validate_ep_comm_backend(cfg, ctx: RuleContext) -> None:
         )
 
 
-def mxfp8_only_with_torch_ep_backend(cfg, ctx: RuleContext) -> None:
+def mxfp8_only_with_torch_ep_backend(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.quantization type "mxfp8" needs model.ep_comm_backend "torch"."""
     model = cfg.model
     if isinstance(model.quantization, MXFP8Config) and model.ep_comm_backend != "torch":
         ctx.error(
@@ -165,12 +193,13 @@ def mxfp8_only_with_torch_ep_backend(cfg, ctx: RuleContext) -> None:
 
 
 MODEL_RULES = (
+    resolve_duplicate_ac_targets,
     validate_selective_targets,
     trust_remote_code_only_with_hf,
     vlm_only_with_custom_impl,
     vlm_cp_requires_ulysses,
     validate_cp,
-    ac_offloading_requires_ac,
+    resolve_ac_for_ac_offloading,
     selective_ac_only_with_custom_impl,
     cpu_offload_mutual_exclusion,
     flash_attention_4_only_with_custom_impl,

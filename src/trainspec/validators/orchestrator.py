@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .context import RuleContext, show
 
+if TYPE_CHECKING:
+    from trainspec.generated.orchestrator import OrchestratorConfig
 
-def batch_holds_whole_groups(cfg, ctx: RuleContext) -> None:
-    """Advantages compare the completions of one prompt, so a step holds whole groups."""
+
+def batch_holds_whole_groups(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
+    """batch_size must be a multiple of rollouts_per_example, so a step holds whole groups.
+
+    Advantages compare the completions of one prompt."""
     if cfg.batch_size % cfg.rollouts_per_example:
         below = cfg.batch_size - cfg.batch_size % cfg.rollouts_per_example
         ctx.error(
@@ -19,7 +26,8 @@ def batch_holds_whole_groups(cfg, ctx: RuleContext) -> None:
         )
 
 
-def single_rollouts_learn_nothing(cfg, ctx: RuleContext) -> None:
+def single_rollouts_learn_nothing(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
+    """rollouts_per_example = 1 gets a warning: every advantage is 0, so nothing is learned."""
     if cfg.rollouts_per_example == 1:
         ctx.warn(
             "rollouts_per_example",

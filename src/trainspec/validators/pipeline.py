@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from trainspec.kinds import KIND_INFO, Kind
 
 from .auto import resolve_auto_defaults
-from .context import Kind, RuleContext
+from .context import RuleContext
 from .model_rules import MODEL_RULES
 from .shared import (
-    auto_setup_tokenizer,
-    deepep_disables_grad_clipping,
     dont_do_massive_traces,
     ep_only_with_custom_impl,
-    full_optimizer_offload_disables_grad_clipping,
     full_optimizer_offload_requires_supported_optimizer,
     reject_protected_env_vars,
+    resolve_no_grad_clipping_with_deepep,
+    resolve_no_grad_clipping_with_full_offload,
+    resolve_tokenizer_from_model,
     validate_control_signals,
+    validate_env_var_names,
     validate_opt_and_fsdp_offload,
     validate_scheduler_steps,
     validate_step_xor_dir,
@@ -24,56 +28,52 @@ from .shared import (
     vlms_require_bfloat16,
 )
 
-Rule = Callable[[object, RuleContext], None]
+Rule = Callable[[Any, RuleContext], None]  # each rule takes the config class it is for
 
 SHARED_RULES: tuple[Rule, ...] = (
     *MODEL_RULES,
     resolve_auto_defaults,
     reject_protected_env_vars,
+    validate_env_var_names,
     validate_step_xor_dir,
-    deepep_disables_grad_clipping,
+    resolve_no_grad_clipping_with_deepep,
     full_optimizer_offload_requires_supported_optimizer,
-    full_optimizer_offload_disables_grad_clipping,
+    resolve_no_grad_clipping_with_full_offload,
     vlms_require_bfloat16,
     vlm_freeze_incompatible_with_lora,
     dont_do_massive_traces,
     validate_scheduler_steps,
     validate_opt_and_fsdp_offload,
     ep_only_with_custom_impl,
-    auto_setup_tokenizer,
+    resolve_tokenizer_from_model,
     validate_control_signals,
 )
 
 
 class _ModeRules(Mapping[str, tuple[Rule, ...]]):
-    """kind → that mode's rules, importing the mode's module (and its classes) on first use."""
-
-    modules = {
-        "rl": ("trainspec.validators.rl", "RL_RULES"),
-        "sft": ("trainspec.validators.sft", "SFT_RULES"),
-        "orchestrator": ("trainspec.validators.orchestrator", "ORCHESTRATOR_RULES"),
-        "rl_run": ("trainspec.validators.rl_run", "RL_RUN_RULES"),
-    }
+    """kind → that mode's own rules (`<NAME>_RULES` of validators/<rules>.py), importing the
+    module (and its classes) on first use."""
 
     def __getitem__(self, kind: str) -> tuple[Rule, ...]:
-        module, name = self.modules[kind]
-        return getattr(importlib.import_module(module), name)
+        name = KIND_INFO[kind].rules  # type: ignore[index]
+        module = importlib.import_module(f"trainspec.validators.{name}")
+        return getattr(module, f"{name.upper()}_RULES")
 
     def __iter__(self):
-        return iter(self.modules)
+        return iter(KIND_INFO)
 
     def __len__(self) -> int:
-        return len(self.modules)
+        return len(KIND_INFO)
 
 
 MODE_RULES: Mapping[str, tuple[Rule, ...]] = _ModeRules()
 
 
 def rules_for(kind: Kind) -> Sequence[Rule]:
-    """A trainer's shared rules then its own; the other kinds have only their own."""
-    if kind in ("orchestrator", "rl_run"):
-        return MODE_RULES[kind]
-    return (*SHARED_RULES, *MODE_RULES[kind])
+    """Every rule a `kind` config goes through, in order: the trainer kinds run the shared
+    rules first, then their own; the other kinds have only their own."""
+    own = MODE_RULES[kind]
+    return (*SHARED_RULES, *own) if KIND_INFO[kind].shared_rules else own
 
 
 def run_rules(config: object, kind: Kind) -> RuleContext:

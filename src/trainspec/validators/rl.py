@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .context import RuleContext, show
+
+if TYPE_CHECKING:
+    from trainspec.generated.rl_trainer import RLTrainerConfig
 
 IN_MEMORY_BROADCASTS = ("nccl", "nixl")
 
 
-def validate_lora_broadcast(cfg, ctx: RuleContext) -> None:
+def validate_lora_broadcast(cfg: RLTrainerConfig, ctx: RuleContext) -> None:
+    """[model.lora] needs weight_broadcast.type "filesystem" ("nccl" and "nixl" cannot send it)."""
     if cfg.model.lora is not None and cfg.weight_broadcast.type in IN_MEMORY_BROADCASTS:
         ctx.error(
             "weight_broadcast.type",
@@ -17,7 +23,8 @@ def validate_lora_broadcast(cfg, ctx: RuleContext) -> None:
         )
 
 
-def router_replay_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
+def router_replay_only_with_custom_impl(cfg: RLTrainerConfig, ctx: RuleContext) -> None:
+    """enable_router_replay = true needs model.impl "custom" or "auto"."""
     if cfg.enable_router_replay and cfg.model.impl == "hf":
         ctx.error(
             "enable_router_replay",

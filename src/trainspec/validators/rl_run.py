@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from trainspec.kinds import Kind
 
 from .context import RuleContext
+
+if TYPE_CHECKING:
+    from trainspec.generated.rl import RLConfig
 
 # top-level path → the paths it is copied to
 SHARED: dict[str, tuple[str, ...]] = {
@@ -56,7 +61,12 @@ def propagate_shared(document: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def shared_settings_agree(cfg, ctx: RuleContext) -> None:
+def shared_settings_agree(cfg: RLConfig, ctx: RuleContext) -> None:
+    """A shared setting at the top (e.g. max_steps) must not differ in [trainer] or [orchestrator].
+
+    The shared settings are model.name, max_steps, seq_len, output_dir and
+    deployment.num_train_gpus (which sets orchestrator.trainer_ranks); the top value is copied
+    into the tables that do not set it."""
     document = cfg.model_dump()
     for source, targets in SHARED.items():
         value = _get(document, source)
@@ -73,7 +83,8 @@ def shared_settings_agree(cfg, ctx: RuleContext) -> None:
                 )
 
 
-def transports_agree(cfg, ctx: RuleContext) -> None:
+def transports_agree(cfg: RLConfig, ctx: RuleContext) -> None:
+    """[trainer.rollout_transport] and [trainer.weight_broadcast] must match the orchestrator's."""
     for name in ("rollout_transport", "weight_broadcast"):
         mine = getattr(cfg.trainer, name).model_dump()
         theirs = getattr(cfg.orchestrator, name).model_dump()
@@ -86,8 +97,8 @@ def transports_agree(cfg, ctx: RuleContext) -> None:
             )
 
 
-def _nested(kind: str, prefix: str):
-    def rule(cfg, ctx: RuleContext) -> None:
+def _nested(kind: Kind, prefix: str):
+    def rule(cfg: RLConfig, ctx: RuleContext) -> None:
         from .pipeline import run_rules
 
         inner = run_rules(getattr(cfg, prefix), kind)  # mutates the sub-config (auto values)
@@ -104,6 +115,9 @@ def _nested(kind: str, prefix: str):
         ctx.warnings.extend(moved(issue) for issue in inner.warnings)
 
     rule.__name__ = f"{prefix}_rules"
+    rule.__doc__ = (
+        f"[{prefix}] is checked like a standalone {prefix} config (issues under {prefix}.*)."
+    )
     return rule
 
 

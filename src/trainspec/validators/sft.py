@@ -8,16 +8,24 @@ propagate_model_to_inference, auto_setup_online_eval (eval, inference), validate
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from typing import TYPE_CHECKING, Any
 
 from trainspec.generated.deployment import MultiNodeDeploymentConfig, SingleNodeDeploymentConfig
 from trainspec.generated.sft_data import FakeDataConfig
 
 from .context import RuleContext
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from trainspec.generated.sft_trainer import SFTTrainerConfig
+    from trainspec.kinds import Kind
+
 # Fields that do not change what is trained; editing them keeps the derived run name, so a
 # crashed or extended run resumes in the same directory.
-RUN_NAME_IGNORES = frozenset(
+RUN_NAME_IGNORES: set[str] = set(
     {
         "run",
         "resume",
@@ -45,7 +53,8 @@ def _data_tables(cfg):
     return tables
 
 
-def validate_batch_size(cfg, ctx: RuleContext) -> None:
+def validate_batch_size(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
+    """data.batch_size (and val.data.batch_size) must be a multiple of its micro_batch_size."""
     for path, data in _data_tables(cfg):
         if data.batch_size % data.micro_batch_size:
             ctx.error(
@@ -56,7 +65,10 @@ def validate_batch_size(cfg, ctx: RuleContext) -> None:
             )
 
 
-def validate_subsets_and_splits(cfg, ctx: RuleContext) -> None:
+def validate_subsets_and_splits(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
+    """data.subsets, data.splits and data.probabilities, if given, match in length (val.data too).
+
+    A list left unset or empty is not compared; fake data has none of them."""
     for path, data in _data_tables(cfg):
         if isinstance(data, FakeDataConfig):
             continue
@@ -78,7 +90,8 @@ def validate_subsets_and_splits(cfg, ctx: RuleContext) -> None:
                     )
 
 
-def validate_gpu_count(cfg, ctx: RuleContext) -> None:
+def validate_gpu_count(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
+    """A single_node deployment.num_train_gpus must not exceed deployment.gpus_per_node."""
     dep = cfg.deployment
     if isinstance(dep, SingleNodeDeploymentConfig) and dep.num_train_gpus > dep.gpus_per_node:
         ctx.error(
@@ -88,7 +101,8 @@ def validate_gpu_count(cfg, ctx: RuleContext) -> None:
         )
 
 
-def validate_cp_seq_len(cfg, ctx: RuleContext) -> None:
+def validate_cp_seq_len(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
+    """With model.cp > 1, data.seq_len (and val.data.seq_len) must be a multiple of model.cp."""
     cp = cfg.model.cp
     if cp <= 1:
         return
@@ -102,7 +116,8 @@ def validate_cp_seq_len(cfg, ctx: RuleContext) -> None:
             )
 
 
-def validate_cp_micro_batch_size(cfg, ctx: RuleContext) -> None:
+def validate_cp_micro_batch_size(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
+    """With model.cp > 1, data.micro_batch_size (and val.data.micro_batch_size) must be 1."""
     cp = cfg.model.cp
     if cp <= 1:
         return
@@ -117,8 +132,10 @@ def validate_cp_micro_batch_size(cfg, ctx: RuleContext) -> None:
             )
 
 
-def validate_vlm_constraints(cfg, ctx: RuleContext) -> None:
-    """The dtype half of the reference rule is the shared vlms_require_bfloat16."""
+def validate_vlm_constraints(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
+    """A VLM ([model.vlm]) needs data.micro_batch_size (and val.data.micro_batch_size) = 1.
+
+    That its dtypes are "bfloat16" is checked by a rule shared with RL."""
     if cfg.model.vlm is None:
         return
     for path, data in _data_tables(cfg):
@@ -131,7 +148,12 @@ def validate_vlm_constraints(cfg, ctx: RuleContext) -> None:
             )
 
 
-def auto_setup_deployment(cfg, ctx: RuleContext) -> None:
+def resolve_dp_replicate_from_deployment(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
+    """model.dp_replicate is set to deployment.num_train_nodes / deployment.nodes_per_fsdp_group.
+
+    Only for a multi_node deployment that sets nodes_per_fsdp_group, which must divide
+    num_train_nodes (the reference's auto_setup_deployment). A different model.dp_replicate
+    written in the config is replaced, with a warning."""
     dep = cfg.deployment
     if not isinstance(dep, MultiNodeDeploymentConfig) or dep.nodes_per_fsdp_group is None:
         return
@@ -145,14 +167,14 @@ def auto_setup_deployment(cfg, ctx: RuleContext) -> None:
         return
     replicas = dep.num_train_nodes // dep.nodes_per_fsdp_group
     if cfg.model.dp_replicate != replicas:
-        if cfg.model.dp_replicate != 1:
+        if "dp_replicate" in cfg.model.model_fields_set:  # written by the user: say so
             ctx.warn(
                 "model.dp_replicate",
                 f"set to {replicas} (was {cfg.model.dp_replicate}): "
                 f"deployment.num_train_nodes / deployment.nodes_per_fsdp_group = {replicas}",
                 "drop model.dp_replicate or deployment.nodes_per_fsdp_group",
             )
-        cfg.model.dp_replicate = replicas
+        ctx.resolve(cfg.model, "dp_replicate", replicas)
 
 
 def _last_part(name: str) -> str:
@@ -160,23 +182,64 @@ def _last_part(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
 
 
-def config_digest(cfg) -> str:
-    """8 hex digits identifying what a resolved config trains (see RUN_NAME_IGNORES)."""
-    blob = cfg.model_dump_json(exclude=RUN_NAME_IGNORES)
-    return hashlib.sha256(blob.encode()).hexdigest()[:8]
+@functools.cache
+def _defaults(cls: type[BaseModel], kind: Kind) -> dict[str, Any]:
+    """What a config of `cls` with nothing written resolves to, for the run-name digest."""
+    from .auto import resolve_auto_defaults
+
+    config = cls.model_validate({})
+    resolve_auto_defaults(config, RuleContext(kind))  # type: ignore[arg-type]  # any trainer
+    return config.model_dump(mode="json", exclude=RUN_NAME_IGNORES)
 
 
-def auto_setup_run_identity(cfg, ctx: RuleContext) -> None:
+def _changed(value: Any, default: Any) -> Any:
+    """The part of `value` that differs from `default` (a table of another `type`, or one
+    the default lacks, counts whole)."""
+    if (
+        isinstance(value, dict)
+        and isinstance(default, dict)
+        and value.get("type") == default.get("type")
+    ):
+        changed = {}
+        for key, item in value.items():
+            if key not in default:
+                changed[key] = item
+            elif item != default[key]:
+                changed[key] = _changed(item, default[key])
+        return changed
+    return value
+
+
+def config_digest(cfg: SFTTrainerConfig, kind: Kind = "sft") -> str:
+    """8 hex digits identifying what a config trains: the settings whose resolved value is not
+    the default (so writing a default out, or a new setting with a default, renames no run),
+    minus RUN_NAME_IGNORES."""
+    written = _changed(
+        cfg.model_dump(mode="json", exclude=RUN_NAME_IGNORES),
+        _defaults(type(cfg), kind),
+    )
+    # repr, not json.dumps: 4x faster, and as stable (field order is the class's, floats
+    # print their shortest round-trip form)
+    return hashlib.sha256(repr(written).encode()).hexdigest()[:8]
+
+
+def resolve_run_name(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
+    """run.name defaults to data--model--digest, and run.dir and monitors.wandb.name to run.name.
+
+    The parts are the last part of data.name (left out for fake data) and of model.name, and 8
+    hex digits of the settings that differ from their defaults, leaving out those that do not
+    change what is trained (run, resume, ckpt, log, max_steps, ...), so a resumed or extended run
+    keeps its name; the whole is lowercased."""
     run = cfg.run
     if run.name is None:
         parts = [] if isinstance(cfg.data, FakeDataConfig) else [_last_part(cfg.data.name)]
         parts += [_last_part(cfg.model.name), config_digest(cfg)]
-        run.name = "--".join(parts).lower()
+        ctx.resolve(run, "name", "--".join(parts).lower())
     if run.dir is None:
-        run.dir = run.name
+        ctx.resolve(run, "dir", run.name)
     wandb = cfg.monitors.wandb
     if wandb is not None and wandb.name is None:
-        wandb.name = run.name
+        ctx.resolve(wandb, "name", run.name)
 
 
 SFT_RULES = (
@@ -186,6 +249,6 @@ SFT_RULES = (
     validate_cp_seq_len,
     validate_cp_micro_batch_size,
     validate_vlm_constraints,
-    auto_setup_deployment,
-    auto_setup_run_identity,
+    resolve_dp_replicate_from_deployment,
+    resolve_run_name,
 )

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trainspec.generated.optimizer import MuonConfig
 from trainspec.generated.scheduler import CosineSchedulerConfig, LinearSchedulerConfig
+from trainspec.issues import dotted
 
 from .context import RuleContext, show
+
+if TYPE_CHECKING:
+    from trainspec.generated.base_trainer import BaseTrainerConfig
+    from trainspec.generated.rl_trainer import RLTrainerConfig
+    from trainspec.generated.sft_trainer import SFTTrainerConfig
 
 PROTECTED_ENV_VARS = (
     "CUDA_VISIBLE_DEVICES",
@@ -21,17 +29,47 @@ FULL_OFFLOAD_OPTIMIZERS = ("adamw", "sign_sgd")
 MAX_TRACE_STEPS = 10
 
 
-def reject_protected_env_vars(cfg, ctx: RuleContext) -> None:
+def reject_protected_env_vars(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """[env_vars] cannot set variables the launcher sets (CUDA_VISIBLE_DEVICES, WANDB_RUN_ID, ...).
+
+    These are CUDA_VISIBLE_DEVICES, PRL_RUN_ID, PRL_RUN_NAME, WANDB_RUN_ID, WANDB_SHARED_MODE,
+    WANDB_SHARED_LABEL, WANDB_SHARED_PRIMARY and WANDB_SHARED_FINISHER."""
     for key in cfg.env_vars:
         if key in PROTECTED_ENV_VARS:
             ctx.error(
-                f"env_vars.{key}",
+                dotted(("env_vars", key)),
                 "is set by the launcher and cannot be overridden",
                 f"remove {key} from [env_vars]",
+                about_key=True,
+                key=("env_vars", key),
             )
 
 
-def _disable_grad_clipping(cfg, ctx: RuleContext, because: str, setting: str) -> None:
+def validate_env_var_names(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """[env_vars] names are not empty and hold no "=" or NUL; values hold no NUL."""
+    for key, value in cfg.env_vars.items():
+        where = ("env_vars", key)
+        if not key or "=" in key or "\0" in key:
+            ctx.error(
+                dotted(where),
+                f"cannot name an environment variable ({show(key)}): a name is not empty and "
+                "holds no '=' or NUL",
+                f"rename {show(key)} in [env_vars]",
+                about_key=True,
+                key=where,
+            )
+        elif "\0" in value:
+            ctx.error(
+                dotted(where),
+                "contains a NUL character, which no environment variable can hold",
+                f"remove the NUL from {dotted(where)}",
+                key=where,
+            )
+
+
+def _disable_grad_clipping(
+    cfg: BaseTrainerConfig, ctx: RuleContext, because: str, setting: str
+) -> None:
     if cfg.optim.max_norm is not None:
         ctx.warn(
             "optim.max_norm",
@@ -39,17 +77,21 @@ def _disable_grad_clipping(cfg, ctx: RuleContext, because: str, setting: str) ->
             'set optim.max_norm = "None" to silence this warning',
             related=(setting,),
         )
-        cfg.optim.max_norm = None
+        ctx.resolve(cfg.optim, "max_norm", None)
 
 
-def deepep_disables_grad_clipping(cfg, ctx: RuleContext) -> None:
+def resolve_no_grad_clipping_with_deepep(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.ep_comm_backend "deepep" sets optim.max_norm to null (no clipping), with a warning."""
     if cfg.model.ep_comm_backend == "deepep":
         _disable_grad_clipping(
             cfg, ctx, 'model.ep_comm_backend = "deepep"', "model.ep_comm_backend"
         )
 
 
-def full_optimizer_offload_requires_supported_optimizer(cfg, ctx: RuleContext) -> None:
+def full_optimizer_offload_requires_supported_optimizer(
+    cfg: BaseTrainerConfig, ctx: RuleContext
+) -> None:
+    """[model.full_offload] needs optim.type "adamw" or "sign_sgd"."""
     if cfg.model.full_offload is not None and cfg.optim.type not in FULL_OFFLOAD_OPTIMIZERS:
         ctx.error(
             "optim.type",
@@ -60,12 +102,14 @@ def full_optimizer_offload_requires_supported_optimizer(cfg, ctx: RuleContext) -
         )
 
 
-def full_optimizer_offload_disables_grad_clipping(cfg, ctx: RuleContext) -> None:
+def resolve_no_grad_clipping_with_full_offload(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """[model.full_offload] sets optim.max_norm to null (no clipping), with a warning."""
     if cfg.model.full_offload is not None:
         _disable_grad_clipping(cfg, ctx, "model.full_offload", "model.full_offload")
 
 
-def vlms_require_bfloat16(cfg, ctx: RuleContext) -> None:
+def vlms_require_bfloat16(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """A VLM ([model.vlm]) needs model.optimization_dtype and model.reduce_dtype "bfloat16"."""
     model = cfg.model
     if model.vlm is None:
         return
@@ -80,7 +124,8 @@ def vlms_require_bfloat16(cfg, ctx: RuleContext) -> None:
             )
 
 
-def vlm_freeze_incompatible_with_lora(cfg, ctx: RuleContext) -> None:
+def vlm_freeze_incompatible_with_lora(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.vlm.freeze_vision_encoder = false cannot be combined with [model.lora]."""
     model = cfg.model
     if model.vlm is not None and not model.vlm.freeze_vision_encoder and model.lora is not None:
         ctx.error(
@@ -90,7 +135,8 @@ def vlm_freeze_incompatible_with_lora(cfg, ctx: RuleContext) -> None:
         )
 
 
-def dont_do_massive_traces(cfg, ctx: RuleContext) -> None:
+def dont_do_massive_traces(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """With trace_path set, max_steps must be set and below 10 (traces grow with every step)."""
     if cfg.trace_path is None:
         return
     if cfg.max_steps is None or cfg.max_steps >= MAX_TRACE_STEPS:
@@ -103,7 +149,12 @@ def dont_do_massive_traces(cfg, ctx: RuleContext) -> None:
         )
 
 
-def validate_scheduler_steps(cfg, ctx: RuleContext) -> None:
+def validate_scheduler_steps(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """A cosine or decaying linear schedule needs max_steps, with warmup and decay fitting in it.
+
+    Linear: scheduler.warmup_steps and scheduler.decay_steps are not both 0, and with decay_steps
+    above 0, max_steps is set and warmup_steps + decay_steps is at most max_steps. Cosine:
+    max_steps is set and scheduler.warmup_steps is below it."""
     sched, max_steps = cfg.scheduler, cfg.max_steps
     if isinstance(sched, LinearSchedulerConfig):
         if sched.warmup_steps == 0 and sched.decay_steps == 0:
@@ -144,7 +195,8 @@ def validate_scheduler_steps(cfg, ctx: RuleContext) -> None:
             )
 
 
-def validate_opt_and_fsdp_offload(cfg, ctx: RuleContext) -> None:
+def validate_opt_and_fsdp_offload(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """optim.type "muon" cannot be combined with model.fsdp_cpu_offload = true."""
     if isinstance(cfg.optim, MuonConfig) and cfg.model.fsdp_cpu_offload:
         ctx.error(
             "optim.type",
@@ -154,7 +206,8 @@ def validate_opt_and_fsdp_offload(cfg, ctx: RuleContext) -> None:
         )
 
 
-def ep_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
+def ep_only_with_custom_impl(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """model.ep above 1 needs model.impl "custom" or "auto"."""
     model = cfg.model
     if isinstance(model.ep, int) and model.ep != 1 and model.impl == "hf":
         ctx.error(
@@ -164,14 +217,18 @@ def ep_only_with_custom_impl(cfg, ctx: RuleContext) -> None:
         )
 
 
-def auto_setup_tokenizer(cfg, ctx: RuleContext) -> None:
+def resolve_tokenizer_from_model(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """Unset tokenizer.name and tokenizer.trust_remote_code are copied from their model.* namesakes.
+
+    That is, from model.name and model.trust_remote_code (the reference's auto_setup_tokenizer)."""
     if cfg.tokenizer.name is None:
-        cfg.tokenizer.name = cfg.model.name
+        ctx.resolve(cfg.tokenizer, "name", cfg.model.name)
     if cfg.tokenizer.trust_remote_code is None:
-        cfg.tokenizer.trust_remote_code = cfg.model.trust_remote_code
+        ctx.resolve(cfg.tokenizer, "trust_remote_code", cfg.model.trust_remote_code)
 
 
-def validate_control_signals(cfg, ctx: RuleContext) -> None:
+def validate_control_signals(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
+    """control.stop_signal and control.checkpoint_signal must be different signals."""
     control = cfg.control
     if control is None or control.checkpoint_signal is None:
         return
@@ -184,8 +241,10 @@ def validate_control_signals(cfg, ctx: RuleContext) -> None:
         )
 
 
-def validate_step_xor_dir(cfg, ctx: RuleContext) -> None:
-    """resume: a step of this run or a step directory of another run, not both."""
+def validate_step_xor_dir(cfg: RLTrainerConfig | SFTTrainerConfig, ctx: RuleContext) -> None:
+    """Set resume.step (a step of this run) or resume.dir (another run's step directory), not both.
+
+    (That the directory is a step_<N> one is the schema's pattern on resume.dir.)"""
     resume = cfg.resume
     if resume is None or resume.dir is None:
         return
@@ -194,11 +253,4 @@ def validate_step_xor_dir(cfg, ctx: RuleContext) -> None:
             "resume",
             f"sets both step = {resume.step} and dir = {show(resume.dir)}",
             "keep resume.step to resume this run, or resume.dir to fork another run's step",
-        )
-    leaf = resume.dir.rstrip("/").rsplit("/", 1)[-1]
-    if not (leaf.startswith("step_") and leaf[5:].isdigit()):
-        ctx.error(
-            "resume.dir",
-            f"must end in a step_<N> directory, got {show(resume.dir)}",
-            "point resume.dir at a checkpoint directory such as .../checkpoints/step_400",
         )

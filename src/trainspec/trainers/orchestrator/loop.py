@@ -59,6 +59,7 @@ def score_groups(task: Task, prompts, groups) -> list[list[float]]:
 
 def evaluate(policy: Policy, task: Task, count: int, max_tokens: int) -> float:
     prompts = task.first(count)
+    assert policy.sampler is not None, "evaluate after policy.wait_for has loaded weights"
     answers = policy.sampler.greedy([p.ids for p in prompts], max_tokens=max_tokens)
     hits = [
         a.finished and task.exact(a.text, p.answer) for p, a in zip(prompts, answers, strict=True)
@@ -113,6 +114,7 @@ def run(config) -> int:
             break
         started = time.perf_counter()
         prompts = task.prompts(step, prompts_per_step)
+        assert policy.sampler is not None  # wait_for returned True: weights are loaded
         groups = policy.sampler.sample(
             [p.ids for p in prompts],
             config.rollouts_per_example,

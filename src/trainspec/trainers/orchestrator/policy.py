@@ -23,7 +23,7 @@ import torch
 from ..builtin import builtin_model_dir, is_builtin
 from ..errors import SetupError
 from ..rl.broadcast import broadcast_dir, ready_steps
-from .sampler import LocalSampler
+from .sampler import LocalSampler, Sampler
 
 log = logging.getLogger("trainspec.orchestrator")
 POLL_S = 0.005  # a stat() every 5 ms costs nothing next to a step
@@ -70,7 +70,7 @@ class Policy:
         self.tokenizer = tokenizer
         self.stop_id = stop_id
         self.step = -1
-        self.sampler = None
+        self.sampler: Sampler | None = None  # set by the first weights (local) or here (server)
         if config.sampler.type == "openai":
             from .sampler_openai import OpenAISampler
 
@@ -92,7 +92,7 @@ class Policy:
 
             device = _device(self.config.sampler.device)
             model = AutoModelForCausalLM.from_pretrained(str(weights), dtype="auto")
-            model.to(device).eval()
+            model.to(device).eval()  # type: ignore[arg-type]  # typeshed's wraps() loses `self`
             self.sampler = LocalSampler(model, self.tokenizer, self.stop_id, device)
         else:
             self.sampler.load_weights(weights)

@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -96,8 +96,24 @@ class _LogprobRecorder:
         return torch.stack(self.steps[:width], dim=1)
 
 
+class CausalLM(Protocol):
+    """What `LocalSampler` needs of its model: a torch module with transformers' `generate`,
+    such as AutoModelForCausalLM builds."""
+
+    training: bool
+    generation_config: Any
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def eval(self) -> Any: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 @contextlib.contextmanager
-def _plain_generation(model: torch.nn.Module) -> Iterator[None]:
+def _plain_generation(model: CausalLM) -> Iterator[None]:
     """Eval mode, and no generation defaults from the checkpoint (a Hub generation_config.json
     often sets top_k/top_p/repetition penalty, which would change what is sampled)."""
     from transformers import GenerationConfig
@@ -130,7 +146,7 @@ class LocalSampler:
 
     def __init__(
         self,
-        model: torch.nn.Module,
+        model: CausalLM,
         tokenizer,
         stop_id: int,
         device: torch.device,

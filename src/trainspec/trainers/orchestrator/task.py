@@ -34,6 +34,12 @@ class Prompt:
 class Task:
     def __init__(self, task_cfg, tokenizer, *, seed: int, split: str | None = None) -> None:
         module = BUILTIN_DATASETS.get(task_cfg.name)
+        if module is None:  # the schema allows only built-in names; a config built in code may not
+            raise SetupError(
+                "task.name",
+                f"{task_cfg.name!r} is not a built-in task",
+                f"use one of: {', '.join(BUILTIN_DATASETS)}",
+            )
         split = split or task_cfg.split
         if split not in module.SPLIT_SIZES:
             raise SetupError(

@@ -153,7 +153,7 @@ def train(config) -> int:
         tokens_out.write(step, batch, tokenizer)
         metrics = run_step(model, batch, loss_fn, world, config.model.ac_offloading)
         metrics["grad_norm"] = clip_gradients(config.optim, model)
-        metrics["lr"] = scheduler.get_last_lr()[0]
+        metrics["lr"] = float(scheduler.get_last_lr()[0])  # our optimizers' lr is a float
         optimizer_step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)

@@ -216,7 +216,7 @@ class ZMQSender(Sender):
                 gone = step < self._committed[rank]
             if blob is None and not gone:
                 continue
-            header = {"step": step, "rank": rank}
+            header: dict[str, int | str] = {"step": step, "rank": rank}
             if blob is None:
                 header["error"] = f"step {step} of rank {rank} was committed and is gone"
             waiting = self._pending[key]

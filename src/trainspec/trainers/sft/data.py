@@ -183,15 +183,14 @@ def load_rows(data_cfg, prefix: str = "data"):
             return parts[0]  # every source is empty: reported once rendered
         raise SetupError(f"{prefix}.probabilities", "are all zero", "give a positive weight")
     # A source never sampled adds nothing (and could never be exhausted): leave it out.
-    parts, weights = zip(
-        *[(p, w) for p, w in zip(parts, weights, strict=True) if w > 0], strict=True
-    )
-    if len(parts) == 1:
-        return parts[0]
+    sampled = [(p, w) for p, w in zip(parts, weights, strict=True) if w > 0]
+    if len(sampled) == 1:
+        return sampled[0][0]
+    sampled_weights = [w for _, w in sampled]
     try:
         return datasets.interleave_datasets(
-            list(parts),
-            probabilities=[w / sum(weights) for w in weights],
+            [p for p, _ in sampled],
+            probabilities=[w / sum(sampled_weights) for w in sampled_weights],
             seed=data_cfg.seed,
             stopping_strategy=strategy,
         )
@@ -236,6 +235,7 @@ def _chat_stream(data_cfg, tokenizer, prefix: str) -> PackedStream:
 
 def build_sft_data(data_cfg, tokenizer, *, rank: int, world_size: int) -> SFTData:
     """The training batches of `[data]` for this rank."""
+    stream: FakeStream | PackedStream
     if data_cfg.type == "fake":
         stream = FakeStream(
             data_cfg.seq_len, len(tokenizer), data_cfg.length, data_cfg.input_ids, data_cfg.seed

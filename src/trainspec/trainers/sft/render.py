@@ -132,7 +132,9 @@ class Renderer:
     def __call__(self, batch: dict) -> dict:
         size = len(next(iter(batch.values())))
         rows = [{key: values[i] for key, values in batch.items()} for i in range(size)]
-        conversations, texts, errors = [], [], [""] * size
+        conversations: list[tuple[list[dict], int, int]] = []
+        texts: list[str] = []
+        errors = [""] * size
         for i, row in enumerate(rows):
             try:
                 messages = row_messages(row, self.field)
@@ -144,18 +146,21 @@ class Renderer:
             conversations.append((messages, len(texts), len(rendered)))
             texts.extend(rendered)
         tokens = _tokenize(self.tokenizer, texts)
-        out = {"input_ids": [], "loss_mask": [], "length": [], "error": errors}
+        input_ids: list[list[int]] = []
+        loss_mask: list[list[bool]] = []
+        lengths: list[int] = []
         for i, (messages, start, count) in enumerate(conversations):
-            ids, mask = [], []
+            ids: list[int] = []
+            mask: list[bool] = []
             if not errors[i]:
                 try:
                     ids, mask = assign_tokens(messages, tokens[start : start + count], self.trained)
                 except SetupError as exc:
                     errors[i] = json.dumps([exc.path, exc.problem, exc.fix])
-            out["input_ids"].append(ids)
-            out["loss_mask"].append(mask)
-            out["length"].append(len(ids))
-        return out
+            input_ids.append(ids)
+            loss_mask.append(mask)
+            lengths.append(len(ids))
+        return {"input_ids": input_ids, "loss_mask": loss_mask, "length": lengths, "error": errors}
 
 
 def raise_first_error(errors: list[str]) -> None:
@@ -176,7 +181,9 @@ def describe_sample(micro_batch, tokenizer) -> str:
     end = len(ids)
     while end > 0 and ids[end - 1] == pad_id:
         end -= 1
-    parts, run, run_trained = [], [], False
+    parts: list[str] = []
+    run: list[int] = []
+    run_trained = False
 
     def flush() -> None:
         if run:
