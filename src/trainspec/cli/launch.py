@@ -3,20 +3,17 @@ process is set up for a fast start, then the command is imported and run.
 
 A check allocates little and ends within a second, so the cyclic garbage collector only costs
 time (it runs dozens of times while pydantic builds the config classes); it is turned off for
-the life of the process. Pydantic plugins are not loaded (finding them scans every installed
-package's entry points); they observe validation, they cannot change a verdict. Measured by
-scripts/bench_validate.py.
+the life of the process (each command's main() also leaves pydantic's plugins unscanned).
+Measured by scripts/bench_validate.py.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 
 
 def _fast_start() -> None:
     gc.disable()
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 def validate_config() -> None:

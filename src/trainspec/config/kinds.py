@@ -5,9 +5,11 @@ an RL config never builds the SFT classes). The kinds themselves are listed once
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trainspec.kinds import ALL_KINDS, KIND_INFO, TRAINER_KINDS, Kind, TrainerKind
+
+from . import validator_cache
 
 if TYPE_CHECKING:
     from trainspec.generated.base_trainer import BaseTrainerConfig
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ALL_KINDS", "KINDS", "Kind", "TrainerKind", "config_class"]
 KINDS: tuple[TrainerKind, ...] = TRAINER_KINDS
+_loaded: dict[str, Any] = {}
 
 
 def config_class(kind: str) -> type[BaseTrainerConfig]:
@@ -26,8 +29,12 @@ def config_class(kind: str) -> type[BaseTrainerConfig]:
     except KeyError:
         choices = ", ".join(ALL_KINDS)
         raise ValueError(f"unknown config kind {kind!r}; choose one of {choices}") from None
-    module = importlib.import_module(f"trainspec.generated.{info.module}")
-    return getattr(module, info.class_name)
+    cls = _loaded.get(kind)
+    if cls is None:
+        module = importlib.import_module(f"trainspec.generated.{info.module}")
+        cls = _loaded[kind] = getattr(module, info.class_name)
+        validator_cache.install(cls, kind)
+    return cls
 
 
 def __getattr__(name: str):

@@ -1,0 +1,83 @@
+"""The built validator of each config kind, kept between processes.
+
+Pydantic builds a class's validator the first time it is used: for a trainer config that is
+most of what a `validate-config` process spends beyond importing pydantic. The validator and
+serializer pydantic-core builds are picklable (their core schema, with references to the
+classes and functions it calls), so the first process that builds them stores them, and later
+ones load them in about a millisecond.
+
+The file is keyed by everything that could change what was built: the Python, pydantic and
+pydantic-core versions and the bytes of the generated classes and of `config_model.py` that
+this process imported. Anything else (a missing, stale, unreadable or corrupt file) falls back to
+pydantic's own build, so a cache can make a check faster, never different. Files are written
+whole (a temporary, then a rename), readable by their owner only.
+
+    TRAINSPEC_CACHE_DIR   where the files go (default: $XDG_CACHE_HOME/trainspec, ~/.cache/...)
+    TRAINSPEC_NO_CACHE=1  build every time, read and write nothing
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1
+
+
+def cache_dir() -> Path:
+    if os.environ.get("TRAINSPEC_CACHE_DIR"):
+        return Path(os.environ["TRAINSPEC_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "trainspec"
+
+
+def _key(kind: str) -> str:
+    import pydantic
+    import pydantic_core
+
+    import trainspec.config_model
+    import trainspec.generated
+
+    digest = hashlib.sha256()
+    for part in (FORMAT, kind, sys.version, pydantic.VERSION, pydantic_core.__version__):
+        digest.update(f"{part}\0".encode())
+    sources = sorted(Path(trainspec.generated.__file__).parent.glob("*.py"))
+    for path in [Path(trainspec.config_model.__file__), *sources]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def _path(kind: str) -> Path:
+    return cache_dir() / f"validator-{kind}-{_key(kind)}.pickle"
+
+
+def install(cls: Any, kind: str) -> None:
+    """Give `cls` its stored validator and serializer, or build them and store them."""
+    if os.environ.get("TRAINSPEC_NO_CACHE"):
+        return
+    try:
+        path = _path(kind)
+        validator, serializer = pickle.loads(path.read_bytes())
+    except Exception:  # noqa: BLE001 - no usable file: build as pydantic always does
+        _store(cls, kind)
+        return
+    cls.__pydantic_validator__ = validator
+    cls.__pydantic_serializer__ = serializer
+
+
+def _store(cls: Any, kind: str) -> None:
+    try:
+        cls.model_rebuild()  # what the first validation would do
+        blob = pickle.dumps((cls.__pydantic_validator__, cls.__pydantic_serializer__))
+        path = _path(kind)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".", delete=False) as tmp:
+            tmp.write(blob)
+        os.replace(tmp.name, path)  # NamedTemporaryFile is created 0600
+    except Exception:  # noqa: BLE001 - a cache that cannot be written is only slower
+        return
