@@ -11,11 +11,14 @@ located at model.toml:line:col.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from trainspec.config.merge import unflatten
-from trainspec.config.positions import Position
 from trainspec.config.sources import ConfigFileError, FileSource, read_file, schema_directive
 from trainspec.kinds import Kind, kind_of_schema
+
+if TYPE_CHECKING:
+    from trainspec.config.positions import Position
 
 STDIN = "-"  # the config read from stdin (read_file reads it once, whatever asks again)
 
@@ -61,6 +64,8 @@ class SectionSource(FileSource):
     def position(self, parts: tuple[str, ...], of_key: bool = False) -> Position:
         depth = len(self.section)
         if self.file is None or tuple(parts[:depth]) != self.section:
+            from trainspec.config.positions import Position
+
             return Position(1, 1)
         return self.file.position(tuple(parts[depth:]), of_key)
 
