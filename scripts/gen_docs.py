@@ -65,41 +65,11 @@ def _rows(info: SchemaInfo, keys: list[KeyInfo]) -> list[str]:
 
 def _auto_table(rl: SchemaInfo) -> list[str]:
     lines = ["| setting | RL | SFT |", "|---|---|---|"]
-    for path, key in rl.keys.items():
-        if key.default == "auto" and _find(rl.schema, path) is not None:
-            lines.append(f"| `{key.dotted}` | {_auto(rl, path, 'rl')} | {_auto(rl, path, 'sft')} |")
+    for key in rl.keys.values():
+        if key.auto is not None:
+            rl_value, sft_value = (f"`{json.dumps(key.auto.get(k))}`" for k in ("rl", "sft"))
+            lines.append(f"| `{key.dotted}` | {rl_value} | {sft_value} |")
     return lines
-
-
-def _auto(info: SchemaInfo, path: tuple[str, ...], kind: str) -> str:
-    node = _find(info.schema, path)
-    return f"`{json.dumps(node.get('x-trainspec-auto', {}).get(kind))}`" if node else "?"
-
-
-def _find(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
-    """The property schema at `path` that carries an auto table (searching union variants)."""
-    found: list[dict[str, Any]] = []
-
-    def walk(node: Any, rest: tuple[str, ...]) -> None:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                target: Any = schema
-                for part in node["$ref"].removeprefix("#/").split("/"):
-                    target = target[part]
-                walk(target, rest)
-            if not rest:
-                if "x-trainspec-auto" in node:
-                    found.append(node)
-                return
-            props = node.get("properties", {})
-            if rest[0] in props:
-                walk(props[rest[0]], rest[1:])
-            for key in ("anyOf", "oneOf", "allOf"):
-                for branch in node.get(key, []):
-                    walk(branch, rest)
-
-    walk(schema, path)
-    return found[0] if found else None
 
 
 def reference(schemas: dict[str, dict[str, Any]]) -> str:

@@ -196,6 +196,6 @@ def test_the_rewriting_names_are_still_importable_from_the_command_module():
     # keeps working.
     from trainspec.cli import migrate_config, migrate_rewrite
 
-    for name in ("CannotRewrite", "Conflict", "Rename", "Rules", "migrate_text", "plan"):
+    for name in ("CannotRewrite", "Conflict", "Rename", "RenameTable", "migrate_text", "plan"):
         assert getattr(migrate_config, name) is getattr(migrate_rewrite, name)
-    assert {"rewrite", "rules_for", "run", "main"} <= set(migrate_config.__all__)
+    assert {"rewrite", "renames_for", "run", "main"} <= set(migrate_config.__all__)

@@ -11,7 +11,7 @@ import pytest
 from migrate_support import BODY, DIRECTIVE, ROOT, call, read, validate, write
 
 from trainspec.cli import migrate_rewrite
-from trainspec.cli.migrate_rewrite import CannotRewrite, Rules, migrate_text, rules_for
+from trainspec.cli.migrate_rewrite import CannotRewrite, RenameTable, migrate_text, renames_for
 
 # --- the three ways to write a table ---------------------------------------------------------
 
@@ -166,13 +166,13 @@ def test_every_declared_rename_is_migrated():
     derived = {
         (old, new)
         for kind in ("rl", "sft")
-        for mapping in rules_for(kind).renames.values()
+        for mapping in renames_for(kind).renames.values()
         for old, new in mapping.items()
     }
     declared = _declared_renames()
     assert ("num_eval_gpus", "num_infer_gpus") in declared
     assert declared <= derived
-    assert rules_for("sft").renames[("deployment",)] == {
+    assert renames_for("sft").renames[("deployment",)] == {
         "num_eval_gpus": "num_infer_gpus",
         "num_eval_nodes": "num_infer_nodes",
     }
@@ -182,7 +182,7 @@ def test_every_declared_rename_is_migrated():
 
 
 def migrate(text: str, renames: dict[tuple[str, ...], dict[str, str]]):
-    return migrate_text(text, tomllib.loads(text), Rules(renames))
+    return migrate_text(text, tomllib.loads(text), RenameTable(renames))
 
 
 def test_deeper_keys_in_every_layout():
@@ -263,7 +263,9 @@ def test_a_chain_of_renames_goes_to_the_last_name(monkeypatch):
     keys[("deployment", "num_infer_gpus")].renamed_to = "num_gpus_for_inference"
     stub = type("Stub", (), {"keys": keys, "variants": {}})()
     monkeypatch.setattr(migrate_rewrite, "schema_info", lambda kind: stub)
-    assert rules_for("sft").renames[("deployment",)]["num_eval_gpus"] == ("num_gpus_for_inference")
+    assert renames_for("sft").renames[("deployment",)]["num_eval_gpus"] == (
+        "num_gpus_for_inference"
+    )
 
 
 def test_nothing_to_do_leaves_the_text_alone():
@@ -282,4 +284,4 @@ def test_cannot_rewrite_is_an_error_not_a_wrong_file(tmp_path, monkeypatch):
     assert code == 2 and read(path) == text
     assert f"{path}: cannot rename its keys safely" in err
     with pytest.raises(CannotRewrite):
-        migrate_text(text, tomllib.loads(text), rules_for("sft"))
+        migrate_text(text, tomllib.loads(text), renames_for("sft"))

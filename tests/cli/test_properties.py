@@ -59,9 +59,9 @@ KEY_NAMES = [
 
 
 def _kind(path: Path) -> str | None:
-    from trainspec.cli.args import kind_from_directive
+    from trainspec.cli.inputs import kind_of_text
 
-    return kind_from_directive(str(path))
+    return kind_of_text(path.read_bytes())
 
 
 # The trainer configs: the mutations below know their unions (rl.json / orchestrator.json

@@ -14,7 +14,7 @@ from trainspec import closed_pipe
 from trainspec.closed_pipe import silence_stdout
 from trainspec.config.kinds import ALL_KINDS
 
-from .inputs import STDIN, kind_of_name, kind_of_text
+from .inputs import STDIN
 from .overrides import flag_path, takes_value
 
 
@@ -198,24 +198,3 @@ def _section_file(line: CommandLine, flag: str, tokens: list[str], index: int) -
         )
     line.sections.append((flag, dotted, path))
     return taken
-
-
-def _head(path: str) -> bytes:
-    """The first bytes of a file, for the path-based helpers below (the CLIs themselves sniff
-    the text they read once, through `Inputs`)."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(4096)
-    except OSError:
-        return b""
-
-
-def kind_from_directive(path: str) -> str | None:
-    """The kind named by a `#:schema .../rl_trainer.json` first line, if any."""
-    return kind_of_text(_head(path))
-
-
-def kind_of_file(path: str) -> str | None:
-    """The kind of a config file: its `#:schema` first line, else the file-name association
-    editors use (`x.rl.toml`, `x.sft.toml`, `x.orchestrator.toml`, `x.rl-run.toml`)."""
-    return kind_from_directive(path) or kind_of_name(path)

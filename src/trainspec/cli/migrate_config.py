@@ -39,17 +39,18 @@ from trainspec.config.sources import ConfigFileError, read_file
 from trainspec.issues import dotted
 
 from . import safe_write
-from .args import Parser, UsageError, guarded, kind_of_file
+from .args import Parser, UsageError, guarded
+from .inputs import kind_of_name, kind_of_text
 from .migrate_rewrite import (
     CannotRewrite,
     Conflict,
     Rename,
-    Rules,
+    RenameTable,
     TablePath,
     migrate_text,
     plan,
+    renames_for,
     rewrite,
-    rules_for,
 )
 from .safe_write import CannotKeepOwner, FileChanged, NotSynced, Version
 
@@ -58,12 +59,12 @@ __all__ = [
     "CannotRewrite",
     "Conflict",
     "Rename",
-    "Rules",
+    "RenameTable",
     "main",
     "migrate_text",
     "plan",
     "rewrite",
-    "rules_for",
+    "renames_for",
     "run",
 ]
 
@@ -140,7 +141,7 @@ def _migrate(path: str, kind: str | None, check: bool, totals: Totals, stdout, s
         totals.errors += 1
         stderr.write(f"{err}\n")
         return 2
-    kind = kind or kind_of_file(path)
+    kind = kind or kind_of_text(source.text) or kind_of_name(path)  # the bytes read once
     if not kind:
         totals.errors += 1
         stderr.write(
@@ -150,7 +151,7 @@ def _migrate(path: str, kind: str | None, check: bool, totals: Totals, stdout, s
         return 2
     text = source.text.decode("utf-8")
     try:
-        new_text, renames, conflicts = migrate_text(text, source.data, rules_for(kind))
+        new_text, renames, conflicts = migrate_text(text, source.data, renames_for(kind))
     except CannotRewrite as err:
         totals.errors += 1
         stderr.write(f"{path}: cannot rename its keys safely, so it is left as it is: {err}\n")

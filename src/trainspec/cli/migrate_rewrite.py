@@ -29,7 +29,7 @@ class CannotRewrite(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Rules:
+class RenameTable:
     """What a kind's schema renames: table path → {old key: new key}, and the keys of each
     variant of a union table (a `type = "multi_node"` table only renames multi_node's keys)."""
 
@@ -37,7 +37,7 @@ class Rules:
     variants: dict[TablePath, dict[str, list[str]]] = field(default_factory=dict)
 
 
-def rules_for(kind: str) -> Rules:
+def renames_for(kind: str) -> RenameTable:
     """What `kind`'s schema renames. A chain (a renamed to b, later b to c) goes straight to its
     last name, so one run migrates a file written for any older schema."""
     info = schema_info(kind)
@@ -53,7 +53,7 @@ def rules_for(kind: str) -> Rules:
                 new = mapping[new]
             mapping[old] = new
     variants = {path: info.variants[path] for path in renames if path in info.variants}
-    return Rules(renames, variants)
+    return RenameTable(renames, variants)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ class Conflict:
     other: str  # the key in the way: `new` itself, or another old key that takes `new`
 
 
-def plan(data: dict[str, Any], rules: Rules) -> tuple[list[Rename], list[Conflict]]:
+def plan(data: dict[str, Any], rules: RenameTable) -> tuple[list[Rename], list[Conflict]]:
     """The renames a parsed document needs, and the tables where they would clash."""
     renames: list[Rename] = []
     conflicts: list[Conflict] = []
@@ -111,7 +111,7 @@ def _table_at(data: Any, path: TablePath) -> dict[str, Any] | None:
 
 
 def migrate_text(
-    text: str, data: dict[str, Any], rules: Rules
+    text: str, data: dict[str, Any], rules: RenameTable
 ) -> tuple[str, list[Rename], list[Conflict]]:
     """The file's text with the renames applied (unchanged when there is a conflict), the
     renames and the conflicts. `data` is what tomllib reads from `text`. Raises CannotRewrite

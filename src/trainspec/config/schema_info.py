@@ -35,6 +35,7 @@ class KeyInfo:
     items: KeyInfo | None = None  # an array: what each item takes
     renamed_to: str | None = None  # an old name (x-trainspec-renamed): the key's new name
     bounds: list[str] = field(default_factory=list)  # ">= 0", "in (0, 1)": one per branch
+    auto: dict[str, Any] | None = None  # an "auto" setting: kind -> what it becomes
 
     @property
     def limits(self) -> str:
@@ -96,6 +97,8 @@ class SchemaInfo:
         limits = bound_text(node)
         if limits and limits not in info.bounds:
             info.bounds.append(limits)
+        if "x-trainspec-auto" in node:
+            info.auto = node["x-trainspec-auto"]
         if "propertyNames" in node:
             info.property_names = node["propertyNames"]
         if isinstance(node.get("items"), dict):
