@@ -117,10 +117,10 @@ def check(request: Request, inputs: Inputs) -> Outcome | None:
     kind = kind_of(request, inputs, sources)
     if kind is None:
         return None
-    from trainspec.config.schema_info import schema_info
-
     info = None
-    if request.sections or request.overrides:
+    if request.sections or request.overrides:  # the key table loads only for these
+        from trainspec.config.schema_info import schema_info
+
         info = schema_info(kind)
     for flag, dotted, path in request.sections:
         parts = tuple(dotted.split("."))

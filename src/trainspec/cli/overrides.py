@@ -52,11 +52,17 @@ def takes_value(flag: str, following: str | None, info: SchemaInfo | None) -> bo
     return True
 
 
+class TooDeep(Exception):
+    """A JSON value nested deeper than Python's parser goes."""
+
+
 def convert(raw: str, key: KeyInfo | None) -> Any:
     try:
         value = json.loads(raw)
     except ValueError:
         return raw
+    except RecursionError:
+        raise TooDeep from None
     if key is None or key.accepts_type(value) or "string" not in key.types:
         return value
     return raw
@@ -78,32 +84,61 @@ def parse(tokens: list[tuple[str, str | None]], info: SchemaInfo) -> ParsedOverr
         if "=" in flag:
             raw = flag.split("=", 1)[1]
         negated, dotted = flag_path(flag)
-        path = tuple(dotted.split("."))
-        key = info.keys.get(path)
-        table = info.free_table(path) if key is None else None
-        if table is not None:  # a key of a free-form table: --env-vars.NCCL_DEBUG WARN
-            if raw is None:
-                errors.append(_needs_value(name, dotted, "a value"))
-                continue
-            strings = (table.free_values or {}).get("type") == "string"
-            data = deep_merge(data, unflatten({dotted: raw if strings else convert(raw, None)}))
-            flags[path] = name
-            continue
-        if key is None:
-            errors.append(_unknown(name, dotted, info))
-            continue
-        if negated and not key.is_switch and "null" in key.types:
-            value = None  # --no-max-steps: back to null
-        elif negated or raw is None:
-            if not key.is_switch:
-                errors.append(_needs_value(name, dotted, key.expected()))
-                continue
-            value = _switch(key, negated)
-        else:
-            value = convert(raw, key)
-        data = deep_merge(data, unflatten({dotted: value}))
-        flags[path] = name
+        try:
+            data = _one(name, raw, negated, dotted, info, data, flags, errors)
+        except TooDeep:
+            errors.append(_too_deep(name, dotted))
     return ParsedOverrides(FlagSource(data, flags), errors)
+
+
+def _too_deep(flag: str, dotted: str) -> ConfigIssue:
+    return ConfigIssue(
+        "error",
+        dotted,
+        "is a JSON value nested deeper than it can be read (about 1000 levels); no setting "
+        "is nested like that",
+        "check the brackets of the value",
+        flag=flag,
+    )
+
+
+def _one(
+    name: str,
+    raw: str | None,
+    negated: bool,
+    dotted: str,
+    info: SchemaInfo,
+    data: dict[str, Any],
+    flags: dict[tuple[str, ...], str],
+    errors: list[ConfigIssue],
+) -> dict[str, Any]:
+    """`data` with one flag's value merged in (or an error appended to `errors`)."""
+    path = tuple(dotted.split("."))
+    key = info.keys.get(path)
+    table = info.free_table(path) if key is None else None
+    if table is not None:  # a key of a free-form table: --env-vars.NCCL_DEBUG WARN
+        if raw is None:
+            errors.append(_needs_value(name, dotted, "a value"))
+            return data
+        strings = (table.free_values or {}).get("type") == "string"
+        data = deep_merge(data, unflatten({dotted: raw if strings else convert(raw, None)}))
+        flags[path] = name
+        return data
+    if key is None:
+        errors.append(_unknown(name, dotted, info))
+        return data
+    if negated and not key.is_switch and "null" in key.types:
+        value = None  # --no-max-steps: back to null
+    elif negated or raw is None:
+        if not key.is_switch:
+            errors.append(_needs_value(name, dotted, key.expected()))
+            return data
+        value = _switch(key, negated)
+    else:
+        value = convert(raw, key)
+    data = deep_merge(data, unflatten({dotted: value}))
+    flags[path] = name
+    return data
 
 
 def _needs_value(flag: str, dotted: str, expected: str) -> ConfigIssue:
