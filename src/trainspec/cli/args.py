@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -15,7 +16,6 @@ from trainspec.closed_pipe import silence_stdout
 from trainspec.config.kinds import ALL_KINDS
 
 from .inputs import STDIN
-from .overrides import flag_path, takes_value
 
 
 class UsageError(Exception):
@@ -63,10 +63,35 @@ def guarded(
         return 2
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help layout, measuring the terminal only when help is printed: argparse
+    builds formatters while options are added, and asking for the width imports shutil
+    (~3 ms of a check that prints no help)."""
+
+    def __init__(self, prog: str, width: int | None = None, **kwargs) -> None:
+        super().__init__(prog, width=width or _terminal_width(), **kwargs)
+
+
+def _terminal_width() -> int:
+    """What argparse would use (shutil.get_terminal_size: $COLUMNS, else stdout's terminal,
+    else 80), less 2."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(1).columns
+        except OSError:
+            columns = 80
+    return max(columns - 2, 11)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so `run()` owns its streams and exit codes."""
 
     def __init__(self, *args, out: TextIO, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
         self.out = out
 
@@ -158,6 +183,8 @@ def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> Command
                 known.append(following)
                 index += 1
         elif token.startswith("--") and len(token) > 2:
+            from .overrides import takes_value  # the override grammar: loaded when one is given
+
             _refuse_mistyped_option(name, option_flags, info)
             # `--model @ FILE` (a lone @ is never a value), `--model @FILE` for a table
             at = following == "@" or ((following or "").startswith("@") and _table(token, info))
@@ -178,6 +205,8 @@ def split(parser: Parser, argv: Sequence[str], kind_hint: str | None) -> Command
 
 def _table(flag: str, info) -> bool:
     """Whether `flag` may name a table (so `--flag @ FILE` is a section file, not a value)."""
+    from .overrides import flag_path
+
     if info is None:
         return True
     key = info.keys.get(tuple(flag_path(flag)[1].split(".")))
@@ -186,6 +215,8 @@ def _table(flag: str, info) -> bool:
 
 def _section_file(line: CommandLine, flag: str, tokens: list[str], index: int) -> int:
     """Record `--section @ FILE` / `--section @FILE`; returns how many tokens it took."""
+    from .overrides import flag_path
+
     following = tokens[index + 1]
     path = following[1:] if following != "@" else None
     taken = 2
