@@ -20,7 +20,7 @@ from trainspec.config import (
     limits,
     load,
     read_file,
-    sources,
+    reading,
     validate,
 )
 from trainspec.config.limits import MAX_DEPTH
@@ -142,7 +142,7 @@ def test_permission_denied_is_a_config_file_error(
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(sources.os, failing, denied)
+    monkeypatch.setattr(reading.os, failing, denied)
     with pytest.raises(ConfigFileError) as err:
         load("rl", [config])
     assert str(err.value).startswith(f"{config}: permission denied; {fix}")
