@@ -12,18 +12,26 @@ turns what a user writes into those values before validation:
 * A sub-config that is also a switch (``x-trainspec-switch``, e.g. ``model.full_offload``) reads
   ``true`` as "on with defaults" and ``false`` as off.
 
+A class whose fields use a convention gets a plain function in front of its fields' validator,
+through pydantic's public hook (`__get_pydantic_core_schema__`, placing
+`core_schema.no_info_before_validator_function` as the model schema's documented `schema`
+entry); the 25 of 40 RL classes that use no convention pay nothing (a `model_validator` on this
+base class would run for every table: +10% on a whole check, measured).
+
 Validation is strict (no string-to-number or number-to-bool coercion), so a generated class
 accepts exactly what its schema accepts.
 """
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
+from pydantic_core import core_schema
 from typing_extensions import TypeAliasType
 
 NONE_STRING = "None"
@@ -89,31 +97,39 @@ def _convert(rule: _FieldConventions, value: Any) -> Any:
     return value
 
 
-_CONVENTIONS: dict[type, dict[str, _FieldConventions]] = {}
-
-
 class ConfigModel(BaseModel):
     """A config table: unknown keys are rejected, values are checked strictly, and non-finite
     numbers (TOML's nan and inf) are refused."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, defer_build=True)
 
-    @model_validator(mode="before")
     @classmethod
-    def _toml_conventions(cls, data: Any) -> Any:
-        """The table as written, with its fields' conventions applied (a copy if any applies)."""
-        if not isinstance(data, dict):
-            return data
-        rules = _CONVENTIONS.get(cls)
-        if rules is None:
-            rules = _CONVENTIONS[cls] = _conventions(cls)
-        converted = data
-        for name, value in data.items():
-            rule = rules.get(name)
-            if rule is not None:
-                new = _convert(rule, value)
-                if new is not value:
-                    if converted is data:
-                        converted = dict(data)
-                    converted[name] = new
-        return converted
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        """The class's own schema, behind its fields' TOML conventions when it has any."""
+        schema = handler(source)
+        rules = _conventions(cls)
+        if not rules:
+            return schema
+        convert = functools.partial(_apply, rules)
+        if schema.get("type") == "model":  # in front of the fields, inside the model schema:
+            # pydantic stores that schema once and reuses it wherever the class appears
+            # ([data] and [val.data]), so every use converts
+            inner = core_schema.no_info_before_validator_function(convert, schema["schema"])
+            return {**schema, "schema": inner}
+        return core_schema.no_info_before_validator_function(convert, schema)
+
+
+def _apply(rules: dict[str, _FieldConventions], data: Any) -> Any:
+    """The table as written, with its fields' conventions applied (a copy if any applies)."""
+    if type(data) is not dict:
+        return data
+    converted = data
+    for name, value in data.items():
+        rule = rules.get(name)
+        if rule is not None:
+            new = _convert(rule, value)
+            if new is not value:
+                if converted is data:
+                    converted = dict(data)
+                converted[name] = new
+    return converted

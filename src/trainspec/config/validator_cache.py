@@ -19,14 +19,15 @@ whole (a temporary, then a rename), readable by their owner only.
 from __future__ import annotations
 
 import os
-import pickle
 import sys
 from pathlib import Path
 from typing import Any
 
-try:  # CPython's own BLAKE2: `import hashlib` would load OpenSSL first (~6 ms of a ~150 ms run)
+try:  # CPython's C modules: the `pickle` and `hashlib` modules around them load more first
+    import _pickle as pickle
     from _blake2 import blake2b
 except ImportError:  # another Python
+    import pickle  # type: ignore[no-redef]
     from hashlib import blake2b
 
 FORMAT = 1
