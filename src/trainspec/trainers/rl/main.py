@@ -38,4 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker: see end_worker
+        from ..world import end_worker
+
+        end_worker(code)
+    sys.exit(code)

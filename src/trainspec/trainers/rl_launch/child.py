@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from trainspec.config import validate
@@ -28,4 +29,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker: see end_worker
+        from ..world import end_worker
+
+        end_worker(code)
+    sys.exit(code)

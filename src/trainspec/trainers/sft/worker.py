@@ -8,6 +8,7 @@ import sys
 from trainspec.config import validate
 
 from ..allocator import tune_malloc
+from ..world import end_worker
 from .run import run_guarded
 
 
@@ -19,4 +20,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_worker(main())
