@@ -19,7 +19,8 @@ import transformers
 
 from trainspec.trainers import ckpt_files, ckpt_weights
 from trainspec.trainers.ckpt import Checkpointer
-from trainspec.trainers.world import close_world, end_worker, init_world
+from trainspec.trainers.process_end import finish
+from trainspec.trainers.world import close_world, init_world
 
 torch.set_num_threads(1)
 
@@ -152,4 +153,4 @@ if __name__ == "__main__":
         crash(target, sys.argv[3])
     else:
         fsdp(target)
-        end_worker(0)  # as the trainers' workers end (trainspec.trainers.world.end_worker)
+        finish(0)  # as the trainers' torchrun workers end

@@ -95,6 +95,12 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.out = out
 
+    def add_help_section(self, help: str) -> None:
+        """`-h` / `--help [SECTION]`: the commands print their own help, one section or all."""
+        self.add_argument(
+            "-h", "--help", nargs="?", const=True, default=False, metavar="SECTION", help=help
+        )
+
     def error(self, message: str):
         raise UsageError(message)
 

@@ -38,15 +38,7 @@ def build_parser(prog: str, out: TextIO) -> Parser:
         add_help=False,
         out=out,
     )
-    parser.add_argument(
-        "-h",
-        "--help",
-        nargs="?",
-        const=True,
-        default=False,
-        metavar="SECTION",
-        help="show every setting (with SECTION: only that section's) and exit",
-    )
+    parser.add_help_section("show every setting (with SECTION: only that section's) and exit")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
     parser.add_argument(
         "--format",

@@ -50,15 +50,7 @@ def build_parser(out: TextIO) -> Parser:
         add_help=False,
         out=out,
     )
-    parser.add_argument(
-        "-h",
-        "--help",
-        nargs="?",
-        const=True,
-        default=False,
-        metavar="SECTION",
-        help="show this help (with SECTION: only that section's settings) and exit",
-    )
+    parser.add_help_section("show this help (with SECTION: only that section's settings) and exit")
     parser.add_argument(
         "--kind", choices=ALL_KINDS, help="config kind (default: the #:schema line)"
     )

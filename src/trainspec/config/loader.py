@@ -144,7 +144,7 @@ def check_document(kind: Kind, data: dict[str, Any]) -> tuple[Any, list, list]:
     except (ValidationError, ValueError, TypeError, RecursionError) as exc:
         errors = schema_check.check(kind, data)
         if errors or not isinstance(exc, ValidationError):
-            errors = errors or schema_check.unrepresentable(data)
+            errors = errors or limits.check(data)
             return None, errors + _rule_errors_beside(kind, data, errors), []
         return None, _issues_from_pydantic(exc, data), []
     ctx = run_rules(config, kind)

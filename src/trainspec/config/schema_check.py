@@ -7,21 +7,19 @@ a suggestion (did-you-mean, or the section where an unknown key belongs).
 
 from __future__ import annotations
 
-import datetime
 import functools
 import json
-import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from trainspec.issues import ConfigIssue, dotted, toml_value
 
+from . import limits
 from .bundle import bundled_schema
 
 if TYPE_CHECKING:
     from .schema_info import KeyInfo, SchemaInfo
 
-MAX_DEPTH = 24  # far deeper than any config; guards the recursive walks below
 SHAPE_ERRORS = {"Type", "Constant", "Enum"}
 
 
@@ -64,39 +62,6 @@ def _schema_path(path: tuple[Any, ...]) -> tuple[str, ...]:
     return tuple(part for part in path if isinstance(part, str))
 
 
-def unrepresentable(data: dict[str, Any]) -> list[ConfigIssue]:
-    """What JSON cannot hold, so the schema cannot judge: non-finite numbers, TOML dates and
-    times, absurd nesting. Walked only for documents the schema rejected or could not read."""
-    issues: list[ConfigIssue] = []
-    stack: list[tuple[tuple[Any, ...], Any]] = [((), data)]
-    while stack:
-        path, value = stack.pop()
-        if len(path) > MAX_DEPTH:
-            issues.append(
-                _issue(
-                    path[:MAX_DEPTH],
-                    f"is nested more than {MAX_DEPTH} levels deep",
-                    "no trainspec setting is nested this deeply; check the table headers",
-                )
-            )
-            continue
-        if isinstance(value, float) and not math.isfinite(value):
-            issues.append(_issue(path, f"must be a finite number, got {value}", "use a number"))
-        elif isinstance(value, (datetime.date, datetime.time)):
-            issues.append(
-                _issue(
-                    path,
-                    f"is a TOML date or time ({value.isoformat()}); no setting takes one",
-                    "quote it if you meant a string",
-                )
-            )
-        elif isinstance(value, dict):
-            stack.extend(((*path, key), item) for key, item in value.items())
-        elif isinstance(value, list):
-            stack.extend(((*path, index), item) for index, item in enumerate(value))
-    return sorted(issues, key=lambda issue: issue.path)
-
-
 def integer_valued_floats(kind: str, data: dict[str, Any]) -> list[ConfigIssue]:
     """Floats such as 5.0 written where only an integer is allowed.
 
@@ -137,10 +102,10 @@ def check(kind: str, data: dict[str, Any]) -> list[ConfigIssue]:
             # a nan in a nullable field reads as null here; stage 2 refuses it
             return integer_valued_floats(kind, data)
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
-        return unrepresentable(data) or [
+        return limits.check(data) or [
             ConfigIssue("error", "", f"cannot be checked: {exc}", "simplify the values")
         ]
-    found = unrepresentable(data)
+    found = limits.check(data)  # what JSON cannot hold: the schema cannot judge it
     if found:
         return found
     from .schema_info import schema_info

@@ -7,13 +7,9 @@ process), so checkpointing and reductions take one code path whatever the world 
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
-import sys
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -67,19 +63,6 @@ def close_world() -> None:
         if dist.get_world_size() > 1:
             dist.barrier()
         dist.destroy_process_group()
-
-
-def end_worker(code: int) -> NoReturn:
-    """End a torchrun worker once its run is over: flush what it printed and logged, then exit
-    without the interpreter's teardown. Tearing down gloo's C++ objects during Python's
-    shutdown can abort a rank that finished cleanly ("terminate called without an active
-    exception": 1 run in 8 of tests/trainers/ckpt_worker.py on 2 busy CPU cores); by then the
-    world is closed, checkpoints are written and monitors are closed, so nothing is lost."""
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
 
 
 def all_reduce_sum(value: float, world: World) -> float:

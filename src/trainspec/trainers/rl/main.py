@@ -18,6 +18,7 @@ from trainspec.cli.entrypoint import run_entrypoint
 
 from ..allocator import tune_malloc
 from ..guard import run_guarded
+from ..process_end import finish
 
 
 def launch(config) -> int:
@@ -38,9 +39,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker: see end_worker
-        from ..world import end_worker
-
-        end_worker(code)
-    sys.exit(code)
+    finish(main())

@@ -9,10 +9,11 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 from trainspec.config import validate
+
+from ..process_end import finish
 
 
 def main(argv: list[str]) -> int:
@@ -29,9 +30,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker: see end_worker
-        from ..world import end_worker
-
-        end_worker(code)
-    sys.exit(code)
+    finish(main(sys.argv[1:]))

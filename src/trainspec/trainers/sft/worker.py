@@ -8,7 +8,7 @@ import sys
 from trainspec.config import validate
 
 from ..allocator import tune_malloc
-from ..world import end_worker
+from ..process_end import finish
 from .run import run_guarded
 
 
@@ -20,4 +20,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    end_worker(main())
+    finish(main())
