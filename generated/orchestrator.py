@@ -10,6 +10,7 @@ from typing_extensions import TypeAliasType
 from . import log as log_1
 from . import monitors as monitors_1
 from . import rollout_transport as rollout_transport_1
+from . import tokenizer as tokenizer_1
 from . import weight_broadcast as weight_broadcast_1
 
 
@@ -189,6 +190,13 @@ class OrchestratorConfig(ConfigModel):
         OrchestratorModelConfig,
         Field(
             description="The policy the orchestrator samples from before the trainer's first weights arrive.",
+            validate_default=True,
+        ),
+    ] = {}
+    tokenizer: Annotated[
+        tokenizer_1.TokenizerConfig,
+        Field(
+            description="The tokenizer that renders prompts and decodes completions, loaded as the trainers load theirs; unset fields are copied from the model table.",
             validate_default=True,
         ),
     ] = {}

@@ -13,8 +13,8 @@ AdamW lr 3e-4, gradient clipping at 1.0, the DPPO loss.
 (a) trainer step, in one process (scripts/bench_rl_peers.py step): four fixed RolloutBatches,
     sampled from the SFT weights the orchestrator's way (every one of the 128 samples kept,
     packed by pack_samples into ~35 rows of 256 = 5 micro-batches), train two copies of the same
-    weights: `ours` = rl/train.py's build_model / build_loss / build_optimizer / run_step /
-    clip_gradients / optimizer and scheduler step, `hand` = HF model forward, log_softmax at the
+    weights: `ours` = rl/train.py's Parts.build / build_loss / run_step / Parts.update (clip,
+    optimizer and scheduler step), `hand` = HF model forward, log_softmax at the
     temperature gathered at the targets, the DPPO loss inline, backward, clip_grad_norm_, AdamW.
     Steps are interleaved with the order alternating (ours hand, hand ours, ...), the first
     `--warmup` of each left out; tok/s is positions (padding included; "real" counts non-pad
@@ -85,13 +85,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_common import child_env, last_line, print_table, ratio, run_child, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT / "scripts" / "bench_rl_peers.py"
@@ -104,64 +104,15 @@ SAMPLES_PER_STEP = 128  # configs/rl/demo.toml: orchestrator.batch_size
 TARGET_STEP = 0.95
 LOSS_TOLERANCE = 1e-4
 WINDOW = 10  # steps averaged at the start and at the end of a reward curve
-STOP_GRACE_S = 120.0  # after the budget: how long a run may take to stop before it is killed
 CHILD_TIMEOUT_S = 900
-
-
-def child_env() -> dict:
-    env = dict(os.environ)
-    env.update(
-        TOKENIZERS_PARALLELISM="false",
-        HF_HUB_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        TRANSFORMERS_NO_ADVISORY_WARNINGS="1",
-        PYTHONUNBUFFERED="1",
-    )
-    return env
-
-
-def run_child(
-    command: list[str],
-    env: dict,
-    log: Path,
-    stop_at: float | None = None,
-    timeout_s: float = CHILD_TIMEOUT_S,
-) -> dict:
-    """Run one child (output to `log`); at wall time `stop_at` send it SIGTERM and kill it
-    STOP_GRACE_S later (without `stop_at`: kill it after timeout_s). Returns exit code, wall and
-    CPU seconds (its children included), and when it was started (time.time())."""
-    launched, started = time.time(), time.perf_counter()
-    kill_at = (stop_at + STOP_GRACE_S) if stop_at is not None else launched + timeout_s
-    signalled = False
-    with log.open("wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            now = time.time()
-            if stop_at is not None and now >= stop_at and not signalled:
-                proc.send_signal(signal.SIGTERM)
-                signalled = True
-            if now >= kill_at:
-                proc.kill()
-            time.sleep(0.1)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return {
-        "code": proc.returncode,
-        "wall_s": time.perf_counter() - started,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "launched": launched,
-    }
-
-
-def last_line(log: Path) -> str:
-    lines = [
-        line.strip()
-        for line in log.read_text(errors="replace").replace("\r", "\n").splitlines()
-        if line.strip()
-    ]
-    return lines[-1][:200] if lines else "(no output)"
+STEP_COLUMNS = (
+    ("side", "<5"), ("step ms", ">8"), ("range ms", ">13"), ("cpu ms", ">7"), ("tok/s", ">8"),
+    ("real tok/s", ">10"), ("x hand", ">7"), ("loss step 1", ">12"), ("grad norm 1", ">11"),
+)  # fmt: skip
+E2E_COLUMNS = (
+    ("run", "<4"), ("steps", ">5"), ("startup s", ">9"), ("samples/s", ">9"), ("steady", ">7"),
+    ("reward first10 -> last10", ">24"), ("wall s", ">7"), ("CPU s", ">6"), ("load", ">9"),
+)  # fmt: skip
 
 
 def ensure_sft_weights(env: dict, workdir: Path) -> str | None:
@@ -170,7 +121,8 @@ def ensure_sft_weights(env: dict, workdir: Path) -> str | None:
         return None
     print(f"{SFT_WEIGHTS.relative_to(ROOT)} missing: running sft {SFT_CONFIG.name} ...", flush=True)
     log = workdir / "sft.log"
-    run = run_child([str(Path(sys.executable).with_name("sft")), str(SFT_CONFIG)], env, log)
+    sft = [str(Path(sys.executable).with_name("sft")), str(SFT_CONFIG)]
+    run = run_child(sft, env, log, timeout_s=CHILD_TIMEOUT_S)
     if run["code"] != 0 or not (SFT_WEIGHTS / "model.safetensors").is_file():
         return f"sft failed (exit {run['code']}): {last_line(log)}"
     return None
@@ -187,14 +139,6 @@ def peer(which: str, spec: dict, workdir: Path, env: dict, timeout_s: float = CH
     if "error" in result or run["code"] != 0 or not result:
         raise RuntimeError(result.get("error") or f"exit {run['code']}: {last_line(log)}")
     return result, run
-
-
-def verdict(ok: bool | None) -> str:
-    return "n/a " if ok is None else ("PASS" if ok else "FAIL")
-
-
-def fmt_ratio(value: float | None, base: float | None) -> str:
-    return f"{value / base:.3f}x" if value and base else "-"
 
 
 # -- (a) the trainer step ------------------------------------------------------------------------
@@ -250,21 +194,24 @@ def report_a(result: dict | None, reason: str | None, args) -> dict:
         f"({'/'.join(map(str, rows))} rows of 256 tokens, micro-batches of {per_mb} rows), "
         f"{args.repeats} interleaved steps each after {args.warmup} warm-up, medians"
     )
-    header = (
-        f"{'side':<5} {'step ms':>8} {'range ms':>13} {'cpu ms':>7} {'tok/s':>8} "
-        f"{'real tok/s':>10} {'x hand':>7} {'loss step 1':>12} {'grad norm 1':>11}"
-    )
-    print(header)
-    print("-" * len(header))
+    rows = []
     for name in SIDES:
         s = sides[name]
         lo, hi = s["ms_range"]
-        ratio = fmt_ratio(s["tok_s"], hand["tok_s"])
-        print(
-            f"{name:<5} {s['ms']:>8.1f} {f'{lo:.0f}..{hi:.0f}':>13} {s['cpu_ms']:>7.0f} "
-            f"{s['tok_s']:>8,.0f} {s['real_tok_s']:>10,.0f} {ratio:>7} "
-            f"{s['losses'][0]:>12.7f} {s['grad_norms'][0]:>11.5f}"
-        )  # fmt: skip
+        rows.append(
+            [
+                name,
+                f"{s['ms']:.1f}",
+                f"{lo:.0f}..{hi:.0f}",
+                f"{s['cpu_ms']:.0f}",
+                f"{s['tok_s']:,.0f}",
+                f"{s['real_tok_s']:,.0f}",
+                ratio(s["tok_s"], hand["tok_s"]),
+                f"{s['losses'][0]:.7f}",
+                f"{s['grad_norms'][0]:.5f}",
+            ]
+        )
+    print_table(STEP_COLUMNS, rows)
     paired = statistics.median(h / o for o, h in zip(ours["seconds"], hand["seconds"], strict=True))
     first_diff = abs(ours["losses"][0] - hand["losses"][0])
     worst = max(abs(a - b) for a, b in zip(ours["losses"], hand["losses"], strict=True))
@@ -338,7 +285,9 @@ def run_e2e(which: str, args, workdir: Path, env: dict) -> tuple[dict | None, st
             output_dir = workdir / "rl-out"
             log = workdir / "rl.log"
             stop_at = time.time() + args.budget_s
-            run = run_child(rl_command(output_dir), env, log, stop_at)
+            run = run_child(
+                rl_command(output_dir), env, log, timeout_s=CHILD_TIMEOUT_S, stop_at=stop_at
+            )
             if run["code"] != 0:
                 raise RuntimeError(f"exit {run['code']}: {last_line(log)}")
             steps, notes = rl_steps(output_dir), []
@@ -372,26 +321,32 @@ def report_b(results: dict[str, dict], failures: dict[str, str], args) -> dict:
     both = [results[a]["steps"] for a in APPROACHES if a in results]
     common = min(both) if len(both) == 2 else None
     at = f"@step {common}" if common else "@common"
-    header = (
-        f"{'run':<4} {'steps':>5} {'startup s':>9} {'samples/s':>9} {'steady':>7} "
-        f"{'reward first10 -> last10':>24} {at:>11} {'wall s':>7} {'CPU s':>6} {'load':>9}"
-    )
-    print(header)
-    print("-" * len(header))
+    columns = (*E2E_COLUMNS[:6], (at, ">11"), *E2E_COLUMNS[6:])
+    rows: list[list[str] | str] = []
     for which in APPROACHES:
         s = results.get(which)
         if s is None:
-            print(f"{which:<4} {failures.get(which, 'skipped')}")
+            rows.append(f"{which:<4} {failures.get(which, 'skipped')}")
             continue
         common_reward = "-"
         if common:
             tail = s["rewards"][:common][-min(WINDOW, common) :]
             common_reward = f"{sum(tail) / len(tail):.3f}"
-        print(
-            f"{which:<4} {s['steps']:>5} {s['startup_s']:>9.1f} {s['samples_s']:>9.1f} "
-            f"{s['steady_s']:>7.1f} {s['start']:>13.3f} -> {s['end']:.3f} {common_reward:>11} "
-            f"{s['wall_s']:>7.0f} {s['cpu_s']:>6.0f} {s['load'][0]:>4.1f}/{s['load'][1]:<4.1f}"
+        rows.append(
+            [
+                which,
+                str(s["steps"]),
+                f"{s['startup_s']:.1f}",
+                f"{s['samples_s']:.1f}",
+                f"{s['steady_s']:.1f}",
+                f"{s['start']:.3f} -> {s['end']:.3f}",
+                common_reward,
+                f"{s['wall_s']:.0f}",
+                f"{s['cpu_s']:.0f}",
+                f"{s['load'][0]:.1f}/{s['load'][1]:.1f}",
+            ]
         )
+    print_table(columns, rows)
     print(
         "samples/s = 128 x steps within the budget / budget; steady = between the first and the "
         "last step's end; the reward columns average the first and the last 10 steps' mean "

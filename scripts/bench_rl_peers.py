@@ -11,9 +11,9 @@ does (its task, sampler, rewards, group advantages and pack_samples; every sampl
 batch has batch_size samples), then trains two copies of the same weights on them, interleaved
 step by step with the order alternating (ours, hand / hand, ours / ...):
 
-- ours: rl/train.py's pieces: build_model + apply_parallelism, build_loss, build_optimizer,
-        build_scheduler, StateOffload; run_step, clip_gradients, optimizer / scheduler step,
-        zero_grad.
+- ours: rl/train.py's pieces: Parts.build (model, optimizer, schedule as the trainer builds
+        them), build_loss; run_step, then Parts.update (clip, optimizer and scheduler step,
+        zero_grad).
 - hand: AutoModelForCausalLM.from_pretrained, logits -> log_softmax(logits / T) gathered at the
         targets, the DPPO loss written inline, backward, clip_grad_norm_, torch AdamW, zero_grad.
 
@@ -56,16 +56,16 @@ def fixed_batches(config, count: int) -> list:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from trainspec.trainers.core.tokenizer import build_tokenizer
     from trainspec.trainers.orchestrator.advantages import group_advantages
     from trainspec.trainers.orchestrator.loop import score_groups
-    from trainspec.trainers.orchestrator.policy import load_tokenizer
     from trainspec.trainers.orchestrator.sampler import LocalSampler
     from trainspec.trainers.orchestrator.task import Task
     from trainspec.trainers.rl.batch import RolloutBatch, Sample, pack_samples
     from trainspec.trainers.tasks import _stop_id
 
     orch = config.orchestrator
-    tokenizer = load_tokenizer(orch.model)
+    tokenizer = build_tokenizer(orch.tokenizer, orch.model)
     stop_id = _stop_id(tokenizer)
     task = Task(orch.task, tokenizer, seed=orch.seed)
     model = AutoModelForCausalLM.from_pretrained(orch.model.name, dtype="auto")
@@ -98,47 +98,28 @@ def fixed_batches(config, count: int) -> list:
 class Ours:
     """The RL trainer's step, built and run the way rl/train.py does."""
 
-    def __init__(self, trainer_cfg, world) -> None:
-        from trainspec.trainers.model import build_model
-        from trainspec.trainers.optim import StateOffload, build_optimizer
-        from trainspec.trainers.parallel import apply_parallelism
+    def __init__(self, trainer_cfg, world, run_dir: Path) -> None:
+        from trainspec.trainers.parts import Parts
         from trainspec.trainers.rl.loss import build_loss
-        from trainspec.trainers.scheduler import build_scheduler
 
-        self.cfg, self.world = trainer_cfg, world
-        model = build_model(trainer_cfg.model, world, seed=0)
-        self.model = apply_parallelism(model, trainer_cfg.model, world)
+        self.parts = Parts.build(trainer_cfg, world, run_dir, seed=0)
+        self.model = self.parts.model
         self.loss_fn = build_loss(trainer_cfg.loss)
-        self.optimizer = build_optimizer(trainer_cfg.optim, self.model, sharded=False)
-        self.scheduler = build_scheduler(
-            trainer_cfg.scheduler, self.optimizer, max_steps=trainer_cfg.max_steps
-        )
-        self.optimizer_step = StateOffload(
-            self.optimizer, trainer_cfg.model.optim_cpu_offload, world.device
-        ).step
         self.model.train()
 
     def step(self, batch) -> tuple[float, float]:
-        from trainspec.trainers.optim import clip_gradients
         from trainspec.trainers.rl.train import run_step
 
-        metrics = run_step(
-            self.model, batch, self.loss_fn, self.world, self.cfg.model.ac_offloading
-        )
-        grad_norm = clip_gradients(self.cfg.optim, self.model)
-        self.optimizer_step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return metrics["loss"], grad_norm
+        metrics = run_step(self.parts, batch, self.loss_fn)
+        return metrics["loss"], self.parts.update()["grad_norm"]
 
-    def publish_ms(self, tokenizer, run_dir: Path, times: int) -> float:
+    def publish_ms(self, run_dir: Path, times: int) -> float:
         """Median ms of rl/train.py's weight broadcast (inside its logged step_time_s)."""
         from trainspec.trainers.rl.broadcast import build_broadcast
-        from trainspec.trainers.weights import hf_exporter
 
-        export = hf_exporter(self.model.lm, tokenizer, self.cfg.model.lora)
+        parts = self.parts
         broadcast = build_broadcast(
-            self.cfg.weight_broadcast, run_dir, self.model, export, self.world
+            parts.config.weight_broadcast, run_dir, parts.model, parts.export, parts.world
         )
         spent = []
         for step in range(times):
@@ -202,7 +183,7 @@ class Hand:
 
 
 def run_steps(spec: dict) -> dict:
-    from trainspec.trainers.allocator import tune_malloc
+    from trainspec.trainers.process.malloc import tune_malloc
 
     config = demo_config(spec["demo"])
     trainer_cfg = config.trainer
@@ -212,13 +193,12 @@ def run_steps(spec: dict) -> dict:
     malloc_tuned = tune_malloc()
     import torch
 
-    from trainspec.trainers.tokenizer import build_tokenizer
-    from trainspec.trainers.world import close_world, init_world
+    from trainspec.trainers.core.world import close_world, init_world
 
     torch.set_float32_matmul_precision(trainer_cfg.matmul_precision)
     world = init_world(trainer_cfg.dist_timeout_seconds)
     batches = fixed_batches(config, spec["batches"])
-    sides = {"ours": Ours(trainer_cfg, world)}
+    sides = {"ours": Ours(trainer_cfg, world, Path(spec["workdir"]))}
     sides["hand"] = Hand(trainer_cfg.model.name, trainer_cfg.optim, trainer_cfg.loss)
     steps: dict[str, list[dict]] = {name: [] for name in sides}
     for index in range(spec["warmup"] + spec["repeats"]):
@@ -231,8 +211,8 @@ def run_steps(spec: dict) -> dict:
             steps[name].append(
                 {"seconds": seconds, "cpu": cpu, "loss": loss, "grad_norm": grad_norm}
             )
-    tokenizer = build_tokenizer(trainer_cfg.tokenizer, trainer_cfg.model)
-    publish = sides["ours"].publish_ms(tokenizer, Path(spec["workdir"]), times=5)
+    tokenizer = sides["ours"].parts.tokenizer
+    publish = sides["ours"].publish_ms(Path(spec["workdir"]), times=5)
     close_world()
     mbs = [b.micro_batches for b in batches]
     return {

@@ -35,12 +35,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
+
+from bench_common import child_env, last_line, print_table, ratio, run_child, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT / "scripts" / "bench_sft_peers.py"
@@ -50,44 +49,15 @@ APPROACHES = ("sft", "loop", "trl")
 LR, WEIGHT_DECAY, MAX_NORM, WARMUP_STEPS, MIN_LR, SEED = 3e-3, 0.01, 1.0, 20, 3e-4, 0
 TARGET_SPEED, TARGET_RSS = 0.97, 1.10
 CHILD_TIMEOUT_S = 1800
+SFT_COLUMNS = (
+    ("approach", "<8"), ("tok/s", ">8"), ("x loop", ">7"), ("real tok/s", ">10"),
+    ("x loop", ">7"), ("inner tok/s", ">11"), ("peak RSS MiB", ">12"), ("x loop", ">7"),
+    ("loss first -> last", ">20"),
+)  # fmt: skip
 
 
-def child_env(threads: int) -> dict:
-    env = dict(os.environ)
-    env.update(
-        OMP_WAIT_POLICY="PASSIVE",
-        OMP_NUM_THREADS=str(threads),
-        TOKENIZERS_PARALLELISM="false",
-        HF_HUB_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        TRANSFORMERS_NO_ADVISORY_WARNINGS="1",
-        PYTHONUNBUFFERED="1",
-    )
-    return env
-
-
-def run_child(command: list[str], env: dict, log: Path) -> tuple[int, float, float]:
-    """(exit code, peak RSS in MiB, wall seconds) of one child; its output goes to `log`."""
-    started = time.perf_counter()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        timer = threading.Timer(CHILD_TIMEOUT_S, proc.kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss / 1024, time.perf_counter() - started
-
-
-def last_line(log: Path) -> str:
-    lines = [
-        line.strip()
-        for line in log.read_text(errors="replace").replace("\r", "\n").splitlines()
-        if line.strip()
-    ]
-    return lines[-1][:200] if lines else "(no output)"
+def sft_child_env(threads: int) -> dict:
+    return child_env(OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads))
 
 
 def spec_of(args, workdir: Path, which: str) -> dict:
@@ -172,7 +142,8 @@ def run_one(which: str, args, workdir: Path, env: dict) -> tuple[dict | None, st
     else:
         spec = spec_of(args, workdir, which)
         command = [sys.executable, str(PEERS), which, json.dumps(spec)]
-    code, rss, seconds = run_child(command, env, log)
+    run = run_child(command, env, log, timeout_s=CHILD_TIMEOUT_S)
+    code, rss, seconds = run["code"], run["rss_mib"], run["wall_s"]
     try:
         if which == "sft":
             if code != 0:
@@ -189,14 +160,6 @@ def run_one(which: str, args, workdir: Path, env: dict) -> tuple[dict | None, st
         return None, f"{which} failed: {exc}"
     summary.update(rss_mib=rss, process_s=seconds, notes=notes)
     return summary, None
-
-
-def fmt_ratio(value: float | None, base: float | None) -> str:
-    return f"{value / base:.3f}x" if value and base else "-"
-
-
-def verdict(ok: bool | None) -> str:
-    return "n/a " if ok is None else ("PASS" if ok else "MISS")
 
 
 def median_summary(runs: list[dict]) -> dict:
@@ -229,24 +192,26 @@ def report(results: dict[str, list[dict]], failures: dict[str, str], args) -> No
         f"{args.warmup}, {args.threads} torch threads, "
         + (f"median of {args.repeats} interleaved runs" if args.repeats > 1 else "one run each")
     )
-    header = (
-        f"{'approach':<6} {'tok/s':>8} {'x loop':>7} {'real tok/s':>10} {'x loop':>7} "
-        f"{'inner tok/s':>11} {'peak RSS MiB':>12} {'x loop':>7} {'loss first -> last':>20}"
-    )
-    print(header)
-    print("-" * len(header))
+    rows: list[list[str] | str] = []
     for which in APPROACHES:
         s = summaries.get(which)
         if s is None:
-            print(f"{which:<6} {failures.get(which, 'skipped')}")
+            rows.append(f"{which:<6} {failures.get(which, 'skipped')}")
             continue
-        real = f"{s['real_tok_s']:>10,.0f}" if s["real_tok_s"] else f"{'-':>10}"
-        print(
-            f"{which:<6} {s['tok_s']:>8,.0f} {fmt_ratio(s['tok_s'], base_tok):>7} {real} "
-            f"{fmt_ratio(s['real_tok_s'], base_real):>7} {s['inner_tok_s']:>11,.0f} "
-            f"{s['rss_mib']:>12.0f} {fmt_ratio(s['rss_mib'], base_rss):>7} "
-            f"{s['first_loss']:>9.4f} -> {s['last_loss']:.4f}"
+        rows.append(
+            [
+                which,
+                f"{s['tok_s']:,.0f}",
+                ratio(s["tok_s"], base_tok),
+                f"{s['real_tok_s']:,.0f}" if s["real_tok_s"] else "-",
+                ratio(s["real_tok_s"], base_real),
+                f"{s['inner_tok_s']:,.0f}",
+                f"{s['rss_mib']:.0f}",
+                ratio(s["rss_mib"], base_rss),
+                f"{s['first_loss']:.4f} -> {s['last_loss']:.4f}",
+            ]
         )
+    print_table(SFT_COLUMNS, rows)
     print()
     for which in APPROACHES:
         s = summaries.get(which)
@@ -312,7 +277,7 @@ def main() -> int:
         parser.error("need 1 <= --warmup < --steps")
 
     approaches = [a for a in APPROACHES if not (a == "trl" and args.skip_trl)]
-    env = child_env(args.threads)
+    env = sft_child_env(args.threads)
     results: dict[str, list[dict]] = {a: [] for a in approaches}
     failures: dict[str, str] = {}
     top = Path(tempfile.mkdtemp(prefix="bench_sft-"))

@@ -85,8 +85,8 @@ def run_loop(spec: dict) -> dict:
     import torch
     import torch.nn.functional as F
 
+    from trainspec.trainers.core.tokenizer import build_tokenizer
     from trainspec.trainers.sft.data import build_sft_data
-    from trainspec.trainers.tokenizer import build_tokenizer
 
     rows, seq_len = spec["rows"], spec["seq_len"]
     model_cfg = SimpleNamespace(name=BUILTIN_MODEL)

@@ -5,7 +5,7 @@
 
 The tokenizer is built offline with the `tokenizers` library: one token per byte (256) plus four
 specials, and a ChatML chat template. Weights are not shipped: the trainer initialises them from a
-seed on first use (`trainspec.trainers.model`).
+seed on first use (`trainspec.trainers.core.model`).
 """
 
 from __future__ import annotations

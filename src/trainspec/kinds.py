@@ -22,6 +22,9 @@ class KindInfo:
     class_name: str
     rules: str  # the module whose <NAME>_RULES run after the shared ones (trainers only)
     shared_rules: bool  # the trainer kinds run the shared rules first
+    # "module:function" that turns a structurally valid document into the one the classes build
+    # (the combined config copies its shared settings into both sub-configs), or None
+    document_hook: str | None = None
 
 
 KIND_INFO: dict[Kind, KindInfo] = {
@@ -30,7 +33,9 @@ KIND_INFO: dict[Kind, KindInfo] = {
     "orchestrator": KindInfo(
         "orchestrator", "orchestrator", "OrchestratorConfig", "orchestrator", False
     ),
-    "rl_run": KindInfo("rl", "rl", "RLConfig", "rl_run", False),
+    "rl_run": KindInfo(
+        "rl", "rl", "RLConfig", "rl_run", False, "trainspec.validators.rl_run:propagate_shared"
+    ),
 }
 ALL_KINDS: tuple[Kind, ...] = get_args(Kind)
 TRAINER_KINDS: tuple[TrainerKind, ...] = get_args(TrainerKind)

@@ -15,6 +15,7 @@ import pytest
 from support import ROOT
 
 from trainspec.config import __main__ as main_module
+from trainspec.config import load, validate
 
 RL = "#:schema ../schema/rl_trainer.json\n"
 
@@ -32,9 +33,12 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_a_valid_config_prints_json_that_reloads(tmp_path: Path) -> None:
-    code, out, err = run("rl", str(ROOT / "configs" / "rl" / "tiny.toml"))
+    path = ROOT / "configs" / "rl" / "tiny.toml"
+    code, out, err = run("rl", str(path))
     assert (code, err) == (0, "")
-    assert json.loads(out)["max_steps"] is not None
+    printed = json.loads(out)
+    assert validate("rl", printed).config == load("rl", [path]).config
+    assert printed["max_steps"] == 4  # the file's value, not a default
 
 
 def test_an_invalid_config_exits_1_with_positions(tmp_path: Path) -> None:

@@ -17,10 +17,11 @@ from pathlib import Path
 import torch
 import transformers
 
-from trainspec.trainers import ckpt_files, ckpt_weights
-from trainspec.trainers.ckpt import Checkpointer
-from trainspec.trainers.process_end import finish
-from trainspec.trainers.world import close_world, init_world
+from trainspec.trainers.ckpt import files as ckpt_files
+from trainspec.trainers.ckpt import hf_export
+from trainspec.trainers.ckpt.checkpointer import Checkpointer
+from trainspec.trainers.core.world import close_world, init_world
+from trainspec.trainers.process.exit import exit_process
 
 torch.set_num_threads(1)
 
@@ -85,8 +86,8 @@ def crash(directory: Path, phase: str) -> None:
     if phase == "rank_state":  # trainer state written, rank files not yet
         ckpt_files.save_rank_state = lambda *a: stop_here(directory)
     elif phase == "weights":  # everything but config.json and meta.json written
-        write = ckpt_weights.write_safetensors
-        ckpt_weights.write_safetensors = lambda *a: (write(*a), stop_here(directory))
+        write = hf_export.write_safetensors
+        hf_export.write_safetensors = lambda *a: (write(*a), stop_here(directory))
     elif phase == "publish":  # complete, meta.json included, not yet renamed
         ckpt_files.publish = lambda *a: stop_here(directory)
     else:
@@ -153,4 +154,4 @@ if __name__ == "__main__":
         crash(target, sys.argv[3])
     else:
         fsdp(target)
-        finish(0)  # as the trainers' torchrun workers end
+        exit_process(0)  # as the trainers' torchrun workers end

@@ -4,7 +4,7 @@
     proxy = recorder.wrap(load("sft", [], overrides).config)
     train(proxy)
     recorder.paths()          # {"optim.lr", "data.seq_len", ...}
-    recorder.readers("optim.lr")   # {"trainspec.trainers.optim"}
+    recorder.readers("optim.lr")   # {"trainspec.trainers.core.optim"}
 
 `wrap` returns a proxy of the resolved config: reading a field of a config model records its
 dotted path (union variants add no part: `optim.betas1` whatever `optim.type` is) and the module

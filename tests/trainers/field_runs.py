@@ -21,23 +21,28 @@ from field_recorder import FieldRecorder
 
 from trainspec.config import load
 from trainspec.trainers.builtin import builtin_model_dir
-from trainspec.trainers.world import close_world
+from trainspec.trainers.core.world import close_world
 
 TINY_MODEL = builtin_model_dir("builtin:tiny-qwen3")
-TINY = {
+# What every coverage run of either trainer starts from: the built-in model cut to one layer,
+# nothing compiled or checkpointed, two steps, a progress line at each.
+TINY_TRAINER = {
     "model.name": "builtin:tiny-qwen3",
-    "model.seq_len": 32,
     "model.compile": None,
     "model.ac": None,
     "model.ac_offloading": None,
     "model.debug.num_layers": 1,
+    "optim.lr": 1e-3,
+    "max_steps": 2,
+    "log.interval": 0.001,
+}
+TINY = {
+    **TINY_TRAINER,
+    "model.seq_len": 32,
     "data.type": "fake",
     "data.seq_len": 32,
     "data.batch_size": 2,
     "data.micro_batch_size": 1,
-    "optim.lr": 1e-3,
-    "max_steps": 2,
-    "log.interval": 0.001,
 }
 
 # -- helpers ----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ How it is proven, with no list that could lie:
 * refusals: `train` must raise SetupError(s) whose path is the field, with a problem and a fix;
   a refused table covers the keys under it (none of them can be set without it);
 * config rules: a field the config layer consumes on the trainer's behalf is listed with the
-  rule, and the rule must run for SFT and mention the field;
+  rule, which must run for SFT and act differently for two values of the field;
 * renamed keys (`x-trainspec-renamed` in the schema) must be rejected by `load` naming the key.
 
     .venv/bin/python -m pytest tests/trainers/test_field_coverage.py -q
@@ -21,8 +21,6 @@ look at what they recorded. One run compiles a block (about 20 s on two cold CPU
 """
 
 from __future__ import annotations
-
-import inspect
 
 import pytest
 import torch
@@ -43,8 +41,12 @@ from field_runs import (
 )
 
 from trainspec.config import ConfigError, load
+from trainspec.config.kinds import config_class
+from trainspec.config.merge import merge_all, unflatten
 from trainspec.config.schema_info import schema_info
 from trainspec.trainers.errors import SetupError, SetupErrors
+from trainspec.validators.context import RuleContext
+from trainspec.validators.pipeline import rules_for
 
 torch.set_num_threads(1)
 
@@ -53,10 +55,15 @@ LEAVES = sorted(".".join(path) for path in SCHEMA.keys if not SCHEMA.children.ge
 # Old names the config layer rejects with their new name; they never reach a trainer.
 RENAMED = {".".join(path): info.renamed_to for path, info in SCHEMA.keys.items() if info.renamed_to}
 
-# Fields the config layer's rules consume for the trainer: path -> rule (in the SFT pipeline).
+# Fields the config layer's rules consume for the trainer: path -> (rule in the SFT pipeline,
+# the settings around it, two values the rule must treat differently).
 # resolve_dp_replicate_from_deployment sets model.dp_replicate from the node groups.
 CONSUMED_BY_RULES = {
-    "deployment.nodes_per_fsdp_group": "resolve_dp_replicate_from_deployment",
+    "deployment.nodes_per_fsdp_group": (
+        "resolve_dp_replicate_from_deployment",
+        {"deployment": {"type": "multi_node", "num_train_nodes": 4, "gpus_per_node": 1}},
+        (1, 2),
+    ),
 }
 
 
@@ -158,14 +165,22 @@ def test_refused_at_start(path, settings, cpu_only, refused, request):
     assert all(e.problem.strip() and e.fix.strip() for e in named)
 
 
-@pytest.mark.parametrize(("path", "rule_name"), sorted(CONSUMED_BY_RULES.items()))
-def test_rule_consumes_the_field(path, rule_name):
-    from trainspec.validators.pipeline import rules_for
-
+@pytest.mark.parametrize("path", sorted(CONSUMED_BY_RULES))
+def test_rule_consumes_the_field(path):
+    """The rule alone, on classes built without the pipeline: two values of the field must give
+    two outcomes (resolved config, errors, warnings)."""
+    rule_name, around, values = CONSUMED_BY_RULES[path]
     rules = {rule.__name__: rule for rule in rules_for("sft")}
     assert rule_name in rules, f"{rule_name} is not an SFT rule"
-    assert path.rsplit(".", 1)[-1] in inspect.getsource(rules[rule_name])
     assert tuple(path.split(".")) in SCHEMA.keys
+    outcomes = []
+    for value in values:
+        document = merge_all([around, unflatten({path: value})])
+        config = config_class("sft").model_validate(document)
+        ctx = RuleContext("sft", rule=rule_name)
+        rules[rule_name](config, ctx)
+        outcomes.append((config.model_dump(), ctx.errors, ctx.warnings))
+    assert outcomes[0] != outcomes[1], f"{rule_name} does the same for {path} = {values}"
 
 
 @pytest.mark.parametrize("path", sorted(RENAMED))

@@ -5,6 +5,7 @@ an RL config never builds the SFT classes). The kinds themselves are listed once
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainspec.kinds import ALL_KINDS, KIND_INFO, TRAINER_KINDS, Kind, TrainerKind
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
     TrainerConfig = RLTrainerConfig | SFTTrainerConfig
 
-__all__ = ["ALL_KINDS", "KINDS", "Kind", "TrainerKind", "config_class"]
+__all__ = ["ALL_KINDS", "KINDS", "Kind", "TrainerKind", "config_class", "document_hook"]
 KINDS: tuple[TrainerKind, ...] = TRAINER_KINDS
 _loaded: dict[str, Any] = {}
 
@@ -35,6 +36,15 @@ def config_class(kind: str) -> type[BaseTrainerConfig]:
         cls = _loaded[kind] = getattr(module, info.class_name)
         validator_cache.install(cls, kind)
     return cls
+
+
+def document_hook(kind: str) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """The kind's document hook (trainspec.kinds), imported on first use; None for most kinds."""
+    target = KIND_INFO[kind].document_hook  # type: ignore[index]
+    if target is None:
+        return None
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def __getattr__(name: str):

@@ -1,16 +1,17 @@
-"""Files and overrides in, a validated and resolved trainer config out.
+"""Files and overrides in, a validated and resolved config out.
 
-Stage 0 catches what JSON cannot hold (non-finite numbers, absurd nesting), stage 1 checks the
-merged document against the JSON Schema and reports every structural error at once, stage 2
-builds the generated classes and runs the handwritten rules. Every issue is then located in the
-source that set its path.
+The sources merge left to right. Stage 0 (limits.py) refuses what no config holds (non-finite
+numbers, integers outside 64 bits, dates, absurd nesting). Then the generated classes decide and
+the handwritten rules run; only a document the classes reject is checked against the JSON
+Schema (stage 1), whose errors say more, and the rules still judge the rest of it, so one report
+holds every issue. A kind with a document hook (the combined `rl` config copies its shared
+settings down) has the schema judge its structure first. Every issue is then located in the
+source that set its path (locate.py).
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,9 +24,11 @@ from trainspec.issues import ConfigError, ConfigIssue, dotted
 from trainspec.validators.pipeline import run_rules
 
 from . import limits, schema_check
-from .kinds import Kind, config_class
+from .kinds import Kind, config_class, document_hook
+from .locate import locate
 from .merge import merge_all, unflatten
-from .sources import FileSource, FlagSource, Source, last_source, read_file
+from .pydantic_issues import has_key, issues_from_pydantic
+from .sources import FlagSource, Source, read_file
 
 if TYPE_CHECKING:
     from .kinds import TrainerConfig
@@ -56,89 +59,20 @@ class Outcome:
         return self.config is not None and not self.errors
 
 
-def _has(container: Any, key: Any) -> bool:
-    if isinstance(container, Mapping):
-        return key in container
-    return isinstance(container, list) and isinstance(key, int) and 0 <= key < len(container)
-
-
-def _document_path(loc: tuple[Any, ...], data: Any, missing: bool) -> tuple[Any, ...]:
-    """The key path of a pydantic error location, without union-member labels."""
-    parts: list[Any] = []
-    current = data
-    for index, element in enumerate(loc):
-        if _has(current, element):
-            parts.append(element)
-            current = current[element]
-        elif missing and index == len(loc) - 1:
-            parts.append(element)
-    return tuple(parts)
-
-
-def _issues_from_pydantic(exc: ValidationError, data: Mapping[str, Any]) -> list[ConfigIssue]:
-    grouped: dict[tuple[Any, ...], list[Any]] = {}
-    for error in exc.errors(include_url=False):
-        parts = _document_path(error["loc"], data, error["type"] == "missing")
-        grouped.setdefault(parts, []).append(error)
-    issues = []
-    for parts, errors in grouped.items():
-        if any(other[: len(parts)] == parts and other != parts for other in grouped):
-            continue  # a union member with deeper errors: those say what is wrong
-        kinds = {e["type"] for e in errors}
-        path, key = dotted(parts), str(parts[-1]) if parts else ""
-        if "extra_forbidden" in kinds:
-            message, fix = "is not a known key", f"remove {key} or check its spelling"
-        elif "missing" in kinds:
-            message, fix = "is required", f"add {key}"
-        else:
-            wanted = dict.fromkeys(e["msg"].removeprefix("Input should be ") for e in errors)
-            got = json.dumps(errors[0]["input"], default=str)
-            message = f"should be {', or '.join(wanted)}; got {got}"
-            fix = "correct the value (see the schema description of this key)"
-        about_key = "extra_forbidden" in kinds
-        issues.append(ConfigIssue("error", path, message, fix, about_key=about_key, key=parts))
-    return issues
-
-
-def locate(issue: ConfigIssue, sources: list[Source]) -> ConfigIssue:
-    """Fill in where `issue` was written: the value's position, else a related setting's, else
-    the table that should hold it; or the command-line flag that set it."""
-    parts = tuple(str(p) for p in issue.key) or (tuple(issue.path.split(".")) if issue.path else ())
-    candidates = [parts, *(tuple(r.split(".")) for r in issue.related)]
-    candidates += [parts[:depth] for depth in range(len(parts) - 1, 0, -1)]
-    for candidate in candidates:
-        source = last_source(sources, candidate)
-        if source is not None:
-            return _at(issue, source, candidate, issue.about_key and candidate == parts)
-    files = [s for s in sources if isinstance(s, FileSource)]
-    if files:
-        return _at(issue, files[-1], ())
-    flags = [s for s in sources if isinstance(s, FlagSource) and s.flags]
-    if flags:
-        return dataclasses.replace(issue, flag=flags[-1].flag(parts))
-    return issue
-
-
-def _at(
-    issue: ConfigIssue, source: Source, parts: tuple[str, ...], of_key: bool = False
-) -> ConfigIssue:
-    if isinstance(source, FileSource):
-        position = source.position(parts, of_key)
-        return dataclasses.replace(
-            issue, file=source.path, line=position.line, column=position.column
-        )
-    return dataclasses.replace(issue, flag=source.flag(parts))
-
-
 def check_document(kind: Kind, data: dict[str, Any]) -> tuple[Any, list, list]:
     """(config or None, errors, warnings) of one merged document; issues are not located.
 
     The classes decide first: what they accept the schema accepts too (the parity proof checks
     that on generated and mutated documents), so a valid config never pays for stage 1. A
     rejected one is checked by the schema, whose errors say more; the classes' errors are
-    reported only when the schema finds nothing."""
-    if kind == "rl_run":  # shared settings are copied after the structure is known good
-        return _check_rl_run(data)
+    reported only when the schema finds nothing. A kind's document hook runs on a document whose
+    structure the schema has accepted."""
+    hook = document_hook(kind)
+    if hook is not None:
+        errors = schema_check.check(kind, data)
+        if errors:
+            return None, errors, []
+        data = hook(data)
     try:
         config = config_class(kind).model_validate(data)
     except (ValidationError, ValueError, TypeError, RecursionError) as exc:
@@ -146,7 +80,7 @@ def check_document(kind: Kind, data: dict[str, Any]) -> tuple[Any, list, list]:
         if errors or not isinstance(exc, ValidationError):
             errors = errors or limits.check(data)
             return None, errors + _rule_errors_beside(kind, data, errors), []
-        return None, _issues_from_pydantic(exc, data), []
+        return None, issues_from_pydantic(exc, data), []
     ctx = run_rules(config, kind)
     return (None if ctx.errors else config), ctx.errors, ctx.warnings
 
@@ -179,28 +113,13 @@ def _rule_errors_beside(kind: Kind, data: dict[str, Any], errors: list[ConfigIss
 
 def _remove(document: Any, key: tuple[Any, ...]) -> bool:
     for part in key[:-1]:
-        if not _has(document, part):
+        if not has_key(document, part):
             return False
         document = document[part]
     if isinstance(document, dict) and key[-1] in document:
         del document[key[-1]]
         return True
     return False
-
-
-def _check_rl_run(data: dict[str, Any]) -> tuple[Any, list, list]:
-    from trainspec.validators.rl_run import propagate_shared
-
-    errors = schema_check.check("rl_run", data)
-    if errors:
-        return None, errors, []
-    data = propagate_shared(data)
-    try:
-        config = config_class("rl_run").model_validate(data)
-    except ValidationError as exc:
-        return None, _issues_from_pydantic(exc, data), []
-    ctx = run_rules(config, "rl_run")
-    return (None if ctx.errors else config), ctx.errors, ctx.warnings
 
 
 def check_sources(kind: Kind, sources: list[Source]) -> Outcome:

@@ -8,6 +8,10 @@ import re
 STEP_DIR = re.compile(r"step_([0-9]+)")
 
 
+def step_dir_name(step: int) -> str:
+    return f"step_{step}"
+
+
 def step_of_dir(path: str) -> int | None:
     """The step that the last part of `path` names (``runs/a/step_400/`` -> 400), else None."""
     name = path.rstrip("/").rsplit("/", 1)[-1]

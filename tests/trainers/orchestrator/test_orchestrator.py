@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from trainspec.config import load
+from trainspec.trainers.core.tokenizer import build_tokenizer
 from trainspec.trainers.orchestrator.advantages import group_advantages
 from trainspec.trainers.orchestrator.loop import run
-from trainspec.trainers.orchestrator.policy import load_tokenizer
 from trainspec.trainers.orchestrator.task import Task
 from trainspec.trainers.rl.batch import decode
 from trainspec.trainers.rl.broadcast import READY, broadcast_dir
@@ -34,7 +34,10 @@ def test_group_advantages_center_each_group_on_its_mean():
 
 def task(split="train", reward="lcs_ratio", seed=0):
     cfg = SimpleNamespace(name="builtin:reverse-text", reward=reward, split="train")
-    tokenizer = load_tokenizer(SimpleNamespace(name="builtin:tiny-qwen3", trust_remote_code=False))
+    tokenizer = build_tokenizer(
+        SimpleNamespace(name=None, trust_remote_code=None, chat_template=None),
+        SimpleNamespace(name="builtin:tiny-qwen3", trust_remote_code=False),
+    )
     return Task(cfg, tokenizer, seed=seed, split=split)
 
 
@@ -53,7 +56,7 @@ def test_prompts_follow_the_seed_and_rewards_score_the_answer():
 @pytest.fixture(scope="module")
 def initial_weights(tmp_path_factory) -> Path:
     """A one-layer built-in model in Hugging Face format: what the trainer publishes first."""
-    from trainspec.trainers.model import load_hf_model
+    from trainspec.trainers.core.model import load_hf_model
 
     model_cfg = load("rl", [], {"model.name": "builtin:tiny-qwen3", "model.debug.num_layers": 1})
     lm = load_hf_model(model_cfg.config.model, seed=0)

@@ -15,11 +15,11 @@ import torch
 from safetensors.torch import save_file
 
 from trainspec.config import load
+from trainspec.trainers.core.tokenizer import build_tokenizer
 from trainspec.trainers.errors import SetupError
 from trainspec.trainers.orchestrator.sampler import Completion, LocalSampler
 from trainspec.trainers.orchestrator.sampler_openai import OpenAISampler
 from trainspec.trainers.tasks import _prompt_ids, _stop_id, reverse_text
-from trainspec.trainers.tokenizer import build_tokenizer
 
 torch.set_num_threads(1)
 CPU = torch.device("cpu")

@@ -28,26 +28,19 @@ from pathlib import Path
 
 import pytest
 from field_recorder import FieldRecorder
-from field_runs import COMPILED, TINY_MODEL, moe_settings, shared_tables_on
+from field_runs import COMPILED, TINY_MODEL, TINY_TRAINER, moe_settings, shared_tables_on
 from rl_support import metrics, rollout
 
 from trainspec.config import load
+from trainspec.trainers.core.world import close_world
 from trainspec.trainers.rl.batch import RolloutBatch
 from trainspec.trainers.rl.broadcast import ready_steps
 from trainspec.trainers.rl.transport import build_receiver, build_sender
-from trainspec.trainers.world import close_world
 
 TINY_RL = {
-    "model.name": "builtin:tiny-qwen3",
+    **TINY_TRAINER,
     "model.seq_len": 64,  # the rows of rl_support.rollout
-    "model.compile": None,
-    "model.ac": None,
-    "model.ac_offloading": None,
-    "model.debug.num_layers": 1,
     "data.fake": {"batch_size": 2},
-    "optim.lr": 1e-3,
-    "max_steps": 2,
-    "log.interval": 0.001,
 }
 TINY_ORCHESTRATOR = {
     "model.name": "builtin:tiny-qwen3",

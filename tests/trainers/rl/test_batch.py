@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from trainspec.trainers.rl.batch import IGNORE, RolloutBatch, Sample, decode, encode, pack_samples
+from trainspec.trainers.core.lm import IGNORE_INDEX as IGNORE
+from trainspec.trainers.rl.batch import RolloutBatch, Sample, decode, encode, pack_samples
 from trainspec.trainers.rl.token_export import describe_first_sample
 
 

@@ -13,7 +13,7 @@ import torch
 from rl_support import metrics, rollout, send_steps, trainer_config
 from safetensors.torch import load_file
 
-from trainspec.trainers import ckpt as ckpt_module
+from trainspec.trainers.ckpt import checkpointer as ckpt_module
 from trainspec.trainers.errors import SetupError, SetupErrors
 from trainspec.trainers.rl.batch import RolloutBatch, Sample, pack_samples
 from trainspec.trainers.rl.broadcast import KEEP, READY, broadcast_dir, ready_steps
@@ -99,10 +99,11 @@ def test_broadcast_equals_the_trainers_weights_and_loads_in_the_orchestrator(tmp
     )
 
     from trainspec.config import load
-    from trainspec.trainers.orchestrator.policy import Policy, load_tokenizer
+    from trainspec.trainers.core.tokenizer import build_tokenizer
+    from trainspec.trainers.orchestrator.policy import Policy
 
     orch = load("orchestrator", [], {"output_dir": str(tmp_path)}).config
-    tokenizer = load_tokenizer(orch.model)
+    tokenizer = build_tokenizer(orch.tokenizer, orch.model)
     policy = Policy(orch, tmp_path, tokenizer, tokenizer.eos_token_id)
     assert policy.wait_for(1, lambda: False)
     assert policy.step == 2
@@ -114,9 +115,9 @@ def test_broadcast_equals_the_trainers_weights_and_loads_in_the_orchestrator(tmp
 def test_trainer_log_probabilities_equal_the_samplers_on_policy(tmp_path):
     """Sampled with the trainer's starting weights, the first step is exactly on-policy: the
     importance ratio is 1 for every token, so nothing is masked and the mismatch KL is 0."""
-    from trainspec.trainers.model import load_hf_model
+    from trainspec.trainers.core.model import load_hf_model
+    from trainspec.trainers.core.tokenizer import build_tokenizer
     from trainspec.trainers.orchestrator.sampler import LocalSampler
-    from trainspec.trainers.tokenizer import build_tokenizer
 
     config = trainer_config(tmp_path, max_steps=1)
     tokenizer = build_tokenizer(config.tokenizer, config.model)

@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from trainspec.config import load
+from trainspec.trainers.core.lm import IGNORE_INDEX as IGNORE
+from trainspec.trainers.core.tokenizer import build_tokenizer
 from trainspec.trainers.errors import SetupError
 from trainspec.trainers.sft.data import (
     MicroBatch,
@@ -17,9 +19,8 @@ from trainspec.trainers.sft.data import (
     describe_sample,
     load_rows,
 )
-from trainspec.trainers.sft.packing import IGNORE, build_row, pack
+from trainspec.trainers.sft.packing import build_row, pack
 from trainspec.trainers.sft.render import render_messages, row_messages, trained_roles
-from trainspec.trainers.tokenizer import build_tokenizer
 
 torch.set_num_threads(1)
 HEADER = 1 + len("assistant\n")  # <|im_start|> "assistant\n": one token per byte

@@ -14,40 +14,25 @@ from __future__ import annotations
 
 import logging
 import signal
-import threading
 import time
 from pathlib import Path
 
 import torch
 
-from ..monitor import Monitor
-from ..progress import setup_logging
+from ..core.tokenizer import build_tokenizer
+from ..process.signals import SignalFlag
 from ..rl.batch import RolloutBatch, Sample, pack_samples
 from ..rl.broadcast import check_broadcast
 from ..rl.transport import build_sender
-from ..run_files import write_resolved_config
+from ..run.console import setup_logging
+from ..run.monitor import Monitor
+from ..run.run_dir import write_resolved_config
 from ..tasks import _stop_id
 from .advantages import group_advantages
-from .policy import Policy, load_tokenizer
+from .policy import Policy
 from .task import Task
 
 log = logging.getLogger("trainspec.orchestrator")
-
-
-class StopFlag:
-    """SIGTERM / SIGINT: finish the current step, then stop."""
-
-    def __init__(self) -> None:
-        self.raised = False
-        if threading.current_thread() is threading.main_thread():  # Python's rule for handlers
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, self._set)
-
-    def _set(self, signum, frame) -> None:
-        self.raised = True
-
-    def __call__(self) -> bool:
-        return self.raised
 
 
 def score_groups(task: Task, prompts, groups) -> list[list[float]]:
@@ -73,10 +58,10 @@ def run(config) -> int:
     run_dir = Path(config.output_dir)
     own_dir = run_dir / "orchestrator"
     document = write_resolved_config(config, own_dir, "orchestrator")
-    should_stop = StopFlag()
+    should_stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # finish the step
     device = "cuda" if torch.cuda.is_available() else "cpu"
     check_broadcast(config.weight_broadcast, device)  # it loads weights from files only
-    tokenizer = load_tokenizer(config.model)
+    tokenizer = build_tokenizer(config.tokenizer, config.model)
     stop_id = _stop_id(tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_id
     task = Task(config.task, tokenizer, seed=config.seed)
@@ -196,4 +181,5 @@ def run(config) -> int:
     sender.close()
     policy.close()
     monitor.close()
+    should_stop.restore()
     return 0

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from trainspec.cli.entrypoint import run_entrypoint
 
-from ..allocator import tune_malloc
-from ..guard import run_guarded
+from ..process.guard import run_guarded
+from ..process.malloc import tune_malloc
 
 
 def launch(config) -> int:

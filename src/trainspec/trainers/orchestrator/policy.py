@@ -20,41 +20,12 @@ from pathlib import Path
 
 import torch
 
-from ..builtin import builtin_model_dir, is_builtin
-from ..errors import SetupError
 from ..rl.broadcast import broadcast_dir, ready_steps
 from .sampler import LocalSampler, Sampler
 
 log = logging.getLogger("trainspec.orchestrator")
 POLL_S = 0.005  # a stat() every 5 ms costs nothing next to a step
 WAIT_NOTE_S = 60.0
-
-
-def load_tokenizer(model_cfg):
-    from transformers import AutoTokenizer
-
-    name = model_cfg.name
-    source = builtin_model_dir(name) if is_builtin(name) else name
-    if source is None:
-        raise SetupError(
-            "model.name",
-            f"{name!r} is not a built-in model",
-            'use "builtin:tiny-qwen3"',
-        )
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(
-            str(source), trust_remote_code=model_cfg.trust_remote_code
-        )
-    except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SetupError(
-            "model.name",
-            f"cannot load a tokenizer from {name!r} ({reason})",
-            "check the name and the network, or use a local directory or builtin:tiny-qwen3",
-        ) from None
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
 
 
 def _device(name: str) -> torch.device:

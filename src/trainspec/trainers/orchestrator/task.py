@@ -1,8 +1,9 @@
 """The orchestrator's task, built from `[task]`: prompts in a seeded order and the reward.
 
-    task = build_task(config.task, tokenizer, seed=config.seed)
+    task = Task(config.task, tokenizer, seed=config.seed)      # split: config.task.split
     prompts = task.prompts(step, count)      # the same prompts for the same (seed, step)
-    reward = task.reward(completion_text, prompt.answer)
+    reward = task.reward(completion.text, prompt.answer, completion.finished)
+    held_out = Task(config.task, tokenizer, seed=config.seed, split=config.eval.split).first(n)
 
 The reward is verifiable: it compares the completion with the known answer. `lcs_ratio` is the
 longest common subsequence over the longer of the two strings, so a short fragment of the

@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
-IGNORE = -100
+from ..core.lm import IGNORE_INDEX
 
 
 @dataclass
@@ -44,7 +44,7 @@ class RLMicroBatch:
 
     input_ids: torch.Tensor  # long
     position_ids: torch.Tensor  # long
-    targets: torch.Tensor  # long, IGNORE where nothing is predicted
+    targets: torch.Tensor  # long, IGNORE_INDEX where nothing is predicted
     loss_mask: torch.Tensor  # bool
     advantages: torch.Tensor  # float32
     inference_logprobs: torch.Tensor  # float32
@@ -128,7 +128,7 @@ def _rows(samples: Sequence[Sample], seq_len: int) -> list[list[Sample]]:
 def _row_tensors(row: Sequence[Sample], seq_len: int, pad_id: int) -> list[torch.Tensor]:
     input_ids = torch.full((seq_len,), pad_id, dtype=torch.long)
     position_ids = torch.zeros(seq_len, dtype=torch.long)
-    targets = torch.full((seq_len,), IGNORE, dtype=torch.long)
+    targets = torch.full((seq_len,), IGNORE_INDEX, dtype=torch.long)
     loss_mask = torch.zeros(seq_len, dtype=torch.bool)
     advantages = torch.zeros(seq_len, dtype=torch.float32)
     logprobs = torch.zeros(seq_len, dtype=torch.float32)

@@ -11,33 +11,18 @@ load weights from files, so both are refused at start with the reason.
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
-from ..ckpt_weights import Export, export_weights
-from ..errors import SetupError
-from ..world import World
+from trainspec.config.steps import step_dir_name, step_of_dir
+
+from ..ckpt.hf_export import Export, export_weights
+from ..core.world import World
+from ..preflight import check_broadcast
 
 BROADCAST_DIR = "broadcasts"
 READY = "READY"
 KEEP = 3
-_STEP = re.compile(r"^step_(\d+)$")
-
-
-def check_broadcast(broadcast_cfg, device_type: str, path: str = "weight_broadcast") -> None:
-    """Refuse the in-memory broadcasts; `path` is where the table sits in the config."""
-    if broadcast_cfg.type == "filesystem":
-        return
-    reason = (
-        "needs CUDA GPUs on both sides" if device_type != "cuda" else "needs a receiving server"
-    )
-    raise SetupError(
-        f"{path}.type",
-        f"= {broadcast_cfg.type!r} {reason}; this build's samplers (local, or an OpenAI-compatible "
-        "server) load weights from files",
-        f'set {path}.type = "filesystem"',
-    )
 
 
 def ready_steps(run_dir: Path) -> list[int]:
@@ -47,14 +32,14 @@ def ready_steps(run_dir: Path) -> list[int]:
         return []
     steps = []
     for child in root.iterdir():
-        match = _STEP.match(child.name)
-        if match and (child / READY).exists():
-            steps.append(int(match.group(1)))
+        step = step_of_dir(child.name)
+        if step is not None and (child / READY).exists():
+            steps.append(step)
     return sorted(steps)
 
 
 def broadcast_dir(run_dir: Path, step: int) -> Path:
-    return run_dir / BROADCAST_DIR / f"step_{step}"
+    return run_dir / BROADCAST_DIR / step_dir_name(step)
 
 
 class FileSystemBroadcast:

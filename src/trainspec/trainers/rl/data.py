@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from ..world import World
+from ..core.lm import IGNORE_INDEX
+from ..core.world import World
 from .batch import RLMicroBatch, RolloutBatch, Sample, pack_samples
 from .transport import build_receiver
 
@@ -50,8 +51,8 @@ class FakeRollouts:
         rows, n = self.cfg.batch_size, self.seq_len
         input_ids = torch.randint(self.vocab_size, (rows, n), generator=gen)
         targets = torch.roll(input_ids, -1, dims=1)
-        targets[:, -1] = -100
-        loss_mask = targets != -100
+        targets[:, -1] = IGNORE_INDEX
+        loss_mask = targets != IGNORE_INDEX
         return RLMicroBatch(
             input_ids=input_ids,
             position_ids=torch.arange(n).expand(rows, n).clone(),

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 from trainspec.cli.entrypoint import run_entrypoint
 
-from ..allocator import tune_malloc
-from ..guard import run_guarded
-from ..process_end import finish
+from ..process.exit import exit_process
+from ..process.guard import run_guarded
+from ..process.malloc import tune_malloc
 
 
 def launch(config) -> int:
@@ -39,4 +39,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    finish(main())
+    exit_process(main())

@@ -38,16 +38,12 @@ def describe_first_sample(batch: RolloutBatch, tokenizer) -> str:
 
 
 class TokenExport:
-    def __init__(self, run_dir: Path, *, enabled: bool, rank: int) -> None:
+    def __init__(self, run_dir: Path, *, rank: int) -> None:
         self.dir = run_dir / "token_export"
-        self.enabled = enabled
         self.rank = rank
-        if enabled:
-            self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
 
     def write(self, step: int, batch: RolloutBatch, tokenizer) -> None:
-        if not self.enabled:
-            return
         lines = []
         for mb in batch.micro_batches:
             for row in range(mb.input_ids.size(0)):

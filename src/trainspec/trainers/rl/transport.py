@@ -101,7 +101,7 @@ def build_receiver(transport_cfg, run_dir: Path, rank: int) -> Receiver:
 
         return FileSystemReceiver(Path(run_dir), rank)
     if transport_cfg.type == "zmq":
-        from .transport_zmq import ZMQReceiver
+        from .transport_zmq_receiver import ZMQReceiver
 
         return ZMQReceiver(transport_cfg.host, transport_cfg.port, transport_cfg.hwm, rank)
     raise ValueError(f"unknown rollout transport type {transport_cfg.type!r}")

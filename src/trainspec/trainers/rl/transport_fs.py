@@ -19,15 +19,16 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from trainspec.config.steps import step_dir_name, step_of_dir
+
 from .batch import RolloutBatch, decode, encode
 from .transport import Receiver, Sender
 
 ROLLOUTS = "rollouts"
-STEP_PREFIX = "step_"
 
 
 def step_dir(run_dir: Path, step: int) -> Path:
-    return run_dir / ROLLOUTS / f"{STEP_PREFIX}{step}"
+    return run_dir / ROLLOUTS / step_dir_name(step)
 
 
 def rank_file(run_dir: Path, step: int, rank: int) -> Path:
@@ -41,9 +42,9 @@ def held_steps(run_dir: Path) -> Iterator[tuple[int, Path]]:
     except FileNotFoundError:
         return
     for entry in entries:
-        number = entry.name.removeprefix(STEP_PREFIX)
-        if entry.name.startswith(STEP_PREFIX) and number.isdigit() and entry.is_dir():
-            yield int(number), Path(entry.path)
+        step = step_of_dir(entry.name)
+        if step is not None and entry.is_dir():
+            yield step, Path(entry.path)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

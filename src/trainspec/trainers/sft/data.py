@@ -20,9 +20,10 @@ from pathlib import Path
 import torch
 
 from ..builtin import is_builtin
+from ..core.lm import IGNORE_INDEX
 from ..errors import SetupError
 from ..tasks import BUILTIN_DATASETS, load_builtin_dataset
-from .packing import IGNORE, FakeStream, PackedStream, Row, empty_row
+from .packing import FakeStream, PackedStream, Row, empty_row
 from .render import Renderer, describe_sample, raise_first_error
 
 __all__ = ["MicroBatch", "build_sft_data", "build_val_batches", "describe_sample", "load_rows"]
@@ -46,7 +47,7 @@ class MicroBatch:
 
     @property
     def num_targets(self) -> int:
-        return int((self.labels != IGNORE).sum())
+        return int((self.labels != IGNORE_INDEX).sum())
 
     def to(self, device) -> MicroBatch:
         return MicroBatch(*(t.to(device) for t in (self.input_ids, self.position_ids, self.labels)))

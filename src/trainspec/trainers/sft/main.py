@@ -21,7 +21,7 @@ from pathlib import Path
 from trainspec.cli.entrypoint import run_entrypoint
 from trainspec.config import dump_json
 
-from ..allocator import tune_malloc
+from ..process.malloc import tune_malloc
 
 # What makes CPU training fast on a shared machine, set before torch loads (env_vars win).
 CPU_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
@@ -110,9 +110,7 @@ def launch(config) -> int:
     if note and "LOCAL_RANK" not in os.environ:
         sys.stderr.write(f"sft: {note}\n")
     if nodes * per_node == 1 or "LOCAL_RANK" in os.environ:
-        from .run import run_guarded
-
-        return run_guarded(config)
+        return train_guarded(config)
     if nodes > 1 and "MASTER_ADDR" not in os.environ:
         sys.stderr.write(
             "sft: error: deployment.num_train_nodes > 1 needs MASTER_ADDR (and MASTER_PORT) "
@@ -123,10 +121,10 @@ def launch(config) -> int:
     import torch
 
     from ..errors import SetupError, SetupErrors
-    from .setup import preflight
+    from ..preflight import check_sft
 
     try:
-        preflight(config, nodes * per_node, "cuda" if torch.cuda.is_available() else "cpu")
+        check_sft(config, nodes * per_node, "cuda" if torch.cuda.is_available() else "cpu")
     except (SetupError, SetupErrors) as err:
         sys.stderr.write(f"sft: cannot start\n{err.render()}\n")
         return 1
@@ -135,6 +133,14 @@ def launch(config) -> int:
     config_path = run_dir / "launch-config.json"
     config_path.write_text(dump_json(config) + "\n")
     return run_workers(config, config_path)
+
+
+def train_guarded(config) -> int:
+    """The SFT loop in this process, its setup refusals printed without a traceback."""
+    from ..process.guard import run_guarded
+    from .train import train
+
+    return run_guarded("sft", train, config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,8 +2,8 @@
 
 A row is three 1-D LongTensors: input_ids, position_ids (0 at the start of every document, so
 packed documents do not attend to each other) and labels (the next token of the same document
-where that token is trained on, else -100). Rows are numbered globally: row g of the stream is
-the same on every rank and for every world size.
+where that token is trained on, else IGNORE_INDEX). Rows are numbered globally: row g of the
+stream is the same on every rank and for every world size.
 
 `PackedStream` packs a rendered dataset, one epoch after another (reshuffled with seed + epoch);
 `FakeStream` makes synthetic rows for benchmarks.
@@ -15,7 +15,8 @@ from collections.abc import Sequence
 
 import torch
 
-IGNORE = -100
+from ..core.lm import IGNORE_INDEX
+
 Row = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 Piece = tuple[int, int]  # (document index, tokens of it used)
 
@@ -52,7 +53,7 @@ def build_row(documents: Sequence[tuple[Sequence[int], Sequence[bool]]], seq_len
     """Lay out (ids, trained mask) documents in one row, then pad it to seq_len."""
     input_ids = torch.full((seq_len,), pad_id, dtype=torch.long)
     position_ids = torch.zeros(seq_len, dtype=torch.long)
-    labels = torch.full((seq_len,), IGNORE, dtype=torch.long)
+    labels = torch.full((seq_len,), IGNORE_INDEX, dtype=torch.long)
     start = 0
     for ids, mask in documents:
         n = len(ids)
@@ -60,7 +61,7 @@ def build_row(documents: Sequence[tuple[Sequence[int], Sequence[bool]]], seq_len
         input_ids[start : start + n] = doc
         position_ids[start : start + n] = torch.arange(n)
         trained = torch.tensor([bool(m) for m in mask[1:n]], dtype=torch.bool)
-        labels[start : start + n - 1] = torch.where(trained, doc[1:], IGNORE)
+        labels[start : start + n - 1] = torch.where(trained, doc[1:], IGNORE_INDEX)
         start += n
     # Padding forms a document of its own, so it attends to nothing real.
     position_ids[start:] = torch.arange(seq_len - start)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 
+from ..core.lm import IGNORE_INDEX
 from ..errors import SetupError
-from .packing import IGNORE
 
 # Roles some datasets use, read as the role whose loss_mask switch they follow.
 ROLE_ALIASES = {"developer": "system", "human": "user", "gpt": "assistant", "function": "tool"}
@@ -176,7 +176,7 @@ def describe_sample(micro_batch, tokenizer) -> str:
     ids = micro_batch.input_ids[0].tolist()
     positions = micro_batch.position_ids[0].tolist()
     labels = micro_batch.labels[0].tolist()
-    trained = [False] + [label != IGNORE for label in labels[:-1]]
+    trained = [False] + [label != IGNORE_INDEX for label in labels[:-1]]
     pad_id = tokenizer.pad_token_id
     end = len(ids)
     while end > 0 and ids[end - 1] == pad_id:
@@ -203,7 +203,7 @@ def describe_sample(micro_batch, tokenizer) -> str:
     documents = sum(1 for t in range(end) if positions[t] == 0)
     header = (
         f"row 0 of {len(micro_batch.input_ids)}: {documents} document(s), {end}/{len(ids)} "
-        f"tokens, {sum(1 for label in labels if label != IGNORE)} targets (⟦trained⟧)"
+        f"tokens, {sum(1 for label in labels if label != IGNORE_INDEX)} targets (⟦trained⟧)"
     )
     if end < len(ids):
         parts.append(f"[{len(ids) - end} × pad]")

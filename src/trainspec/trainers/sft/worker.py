@@ -7,17 +7,17 @@ import sys
 
 from trainspec.config import validate
 
-from ..allocator import tune_malloc
-from ..process_end import finish
-from .run import run_guarded
+from ..process.exit import exit_process
+from ..process.malloc import tune_malloc
+from .main import train_guarded
 
 
 def main() -> int:
     tune_malloc()
     with open(sys.argv[1]) as handle:
         config = validate("sft", json.load(handle)).config
-    return run_guarded(config)
+    return train_guarded(config)
 
 
 if __name__ == "__main__":
-    finish(main())
+    exit_process(main())

@@ -1,0 +1,2 @@
+"""Checkpoints: the checkpointer ([ckpt], [resume]), its files on disk, and the Hugging Face
+export of the weights (also what the RL trainer broadcasts)."""

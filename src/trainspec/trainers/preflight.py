@@ -1,0 +1,246 @@
+"""Every setting this build or device cannot honour, refused before anything loads.
+
+    check_sft(config, processes, device_type)          # sft, before any worker starts
+    check_rl_trainer(config, processes, device_type)   # rl-trainer
+    check_broadcast(config.weight_broadcast, device_type)   # the orchestrator
+
+Each refusal names the field, why, and what to do instead, and all of them come in one report,
+so nothing in a config is silently ignored: a setting is either applied by the component built
+from it or refused here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from .errors import SetupError, raise_all
+
+INFLIGHT_DEFAULT = 5
+# Renderers that mean "the tokenizer's chat template" here.
+TEMPLATE_RENDERERS = ("auto", "default")
+
+
+def check_sft(config, processes: int, device_type: str) -> None:
+    """The SFT trainer's refusals: `[model]`, data shapes, renderers, weight broadcasts."""
+    raise_all(
+        model_refusals(config.model, device_type, processes) + sft_refusals(config, processes)
+    )
+
+
+def check_rl_trainer(config, processes: int, device_type: str) -> None:
+    """The RL trainer's refusals: `[model]`, the broadcast, router replay, metrics server."""
+    raise_all(
+        model_refusals(config.model, device_type, processes) + rl_refusals(config, device_type)
+    )
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def model_refusals(model_cfg, device_type: str, processes: int = 1) -> list[SetupError]:
+    """`[model]` settings this build or device cannot honour."""
+    errors: list[SetupError] = []
+
+    def refuse(path: str, problem: str, fix: str) -> None:
+        errors.append(SetupError(f"model.{path}", problem, fix))
+
+    on_gpu = device_type == "cuda"
+    if model_cfg.impl == "custom":
+        refuse("impl", "this build has no custom model implementation", 'use impl = "hf" or "auto"')
+    if model_cfg.conversion_dir is not None:
+        refuse(
+            "conversion_dir",
+            "weights are converted only for the custom implementation, which this build lacks",
+            "drop model.conversion_dir",
+        )
+    if model_cfg.attn != "auto" and not (on_gpu and _has("flash_attn")):
+        refuse(
+            "attn",
+            f'"{model_cfg.attn}" needs a CUDA GPU with the flash-attn package'
+            f"{'' if on_gpu else f' (this device: {device_type})'}",
+            'use attn = "auto" (PyTorch SDPA)',
+        )
+    if model_cfg.vlm is not None:
+        refuse("vlm", "vision-language training is not in this build", "drop [model.vlm]")
+    if model_cfg.full_offload is not None:
+        refuse(
+            "full_offload",
+            "the CPU optimizer overlapped with backward needs CUDA and native kernels "
+            "this build does not ship",
+            "drop model.full_offload (or set it to false)",
+        )
+    if model_cfg.quantization is not None:
+        refuse(
+            "quantization",
+            f'"{model_cfg.quantization.type}" training needs Hopper or newer GPUs and '
+            "FP8 kernels this build does not ship",
+            "drop [model.quantization]",
+        )
+    if model_cfg.index_cache is not None:
+        refuse(
+            "index_cache",
+            "sparse-attention index caching exists only in the custom implementation",
+            "drop [model.index_cache]",
+        )
+    if model_cfg.cp > 1:
+        refuse(
+            "cp",
+            f"context parallelism ({model_cfg.cp_style}) is not in this build",
+            "use cp = 1 and a shorter seq_len, or more data parallelism",
+        )
+    if model_cfg.ep != "auto" and model_cfg.ep > 1:
+        refuse("ep", "expert parallelism is not in this build", 'use ep = "auto" or 1')
+    if model_cfg.ep_comm_backend == "deepep":
+        chunk = model_cfg.deepep_token_chunk_size
+        refuse(
+            "ep_comm_backend",
+            f"DeepEP ({model_cfg.deepep_num_sms} SMs, chunks of {chunk or 'all'} tokens) "
+            "needs expert parallelism on NVIDIA GPUs, which this build lacks",
+            'use ep_comm_backend = "torch"',
+        )
+    if model_cfg.moe_fused_kernel:
+        refuse(
+            "moe_fused_kernel",
+            "the fused MoE kernel needs a Blackwell GPU and the custom implementation",
+            "set moe_fused_kernel = false",
+        )
+    if model_cfg.debug.force_balanced_routing:
+        refuse(
+            "debug.force_balanced_routing",
+            "balanced routing is a hook of the custom MoE implementation",
+            "set force_balanced_routing = false",
+        )
+    offload = model_cfg.ac_offloading
+    if offload is not None and offload.max_inflight_activations != INFLIGHT_DEFAULT:
+        refuse(
+            "ac_offloading.max_inflight_activations",
+            "activations are copied to host memory as autograd saves them (torch's "
+            "save_on_cpu); this build has no offload pipeline whose depth could be set",
+            f"drop it (the default is {INFLIGHT_DEFAULT})",
+        )
+    if model_cfg.dp_replicate > 1 and processes == 1:
+        refuse(
+            "dp_replicate",
+            f"= {model_cfg.dp_replicate} replicas need at least that many processes; this run "
+            "has one",
+            "set deployment.num_train_gpus to a multiple of dp_replicate, or dp_replicate = 1",
+        )
+    if model_cfg.compile is not None and device_type == "cpu" and not _has_compiler():
+        refuse(
+            "compile",
+            "torch.compile on the CPU needs a C++ compiler, and none is on PATH",
+            'install gcc, or set compile = "None"',
+        )
+    return errors
+
+
+def _has_compiler() -> bool:
+    import shutil
+
+    return any(shutil.which(cc) for cc in ("g++", "c++", "clang++"))
+
+
+def sft_refusals(config, processes: int) -> list[SetupError]:
+    """Data shapes the processes cannot split, renderers and broadcasts SFT does not have."""
+    errors: list[SetupError] = []
+    tables = [("data", config.data)]
+    if config.val is not None:
+        tables.append(("val.data", config.val.data))
+    for path, data in tables:
+        if data.seq_len > config.model.seq_len:
+            errors.append(
+                SetupError(
+                    f"{path}.seq_len",
+                    f"= {data.seq_len} is longer than model.seq_len = {config.model.seq_len}",
+                    f"raise model.seq_len to {data.seq_len} or shorten {path}.seq_len",
+                )
+            )
+        if data.batch_size % (data.micro_batch_size * processes):
+            errors.append(
+                SetupError(
+                    f"{path}.batch_size",
+                    f"= {data.batch_size} rows per step cannot be split into micro-batches of "
+                    f"{data.micro_batch_size} rows on {processes} process(es)",
+                    f"make {path}.batch_size a multiple of {path}.micro_batch_size × processes "
+                    f"= {data.micro_batch_size * processes}",
+                )
+            )
+    renderer = config.renderer
+    if renderer.name not in TEMPLATE_RENDERERS:
+        errors.append(
+            SetupError(
+                "renderer.name",
+                f'"{renderer.name}" is one of the reference\'s own renderers, which this build '
+                "does not implement: it renders every example with the tokenizer's chat template",
+                'use renderer.name = "auto" (or set tokenizer.chat_template to the template '
+                "you need)",
+            )
+        )
+    if renderer.thinking_retention is not None:
+        errors.append(
+            SetupError(
+                "renderer.thinking_retention",
+                "the chat template renders messages as written; reasoning retention is a "
+                "feature of the named renderers this build does not implement",
+                "drop renderer.thinking_retention (strip reasoning from your data instead)",
+            )
+        )
+    if config.weight_broadcast is not None:
+        errors.append(
+            SetupError(
+                "weight_broadcast",
+                f'"{config.weight_broadcast.type}" feeds online evals, which this build does '
+                "not run during SFT",
+                "drop [weight_broadcast]; each checkpoint has HF weights under step_N/weights",
+            )
+        )
+    return errors
+
+
+def rl_refusals(config, device_type: str) -> list[SetupError]:
+    """The RL trainer's own: in-memory broadcasts, router replay, a metrics server."""
+    errors = broadcast_refusals(config.weight_broadcast, device_type)
+    if config.enable_router_replay:
+        errors.append(
+            SetupError(
+                "enable_router_replay",
+                "this build replays no MoE routing: rollouts carry no routing decisions and "
+                "there is no custom MoE implementation to replay them into",
+                "set enable_router_replay = false",
+            )
+        )
+    if config.metrics_server is not None:
+        errors.append(
+            SetupError(
+                "metrics_server",
+                "this build serves no Prometheus endpoint; metrics go to [monitors] "
+                "(metrics.jsonl in output_dir, or W&B)",
+                "drop [metrics_server] and read output_dir/metrics.jsonl",
+            )
+        )
+    return errors
+
+
+def check_broadcast(broadcast_cfg, device_type: str, path: str = "weight_broadcast") -> None:
+    """The orchestrator's refusal: it loads weights from files only."""
+    raise_all(broadcast_refusals(broadcast_cfg, device_type, path))
+
+
+def broadcast_refusals(
+    broadcast_cfg, device_type: str, path: str = "weight_broadcast"
+) -> list[SetupError]:
+    """The in-memory broadcasts; `path` is where the table sits in the config."""
+    if broadcast_cfg.type == "filesystem":
+        return []
+    reason = (
+        "needs CUDA GPUs on both sides" if device_type != "cuda" else "needs a receiving server"
+    )
+    return [
+        SetupError(
+            f"{path}.type",
+            f"= {broadcast_cfg.type!r} {reason}; this build's samplers (local, or an "
+            "OpenAI-compatible server) load weights from files",
+            f'set {path}.type = "filesystem"',
+        )
+    ]

@@ -1,0 +1,77 @@
+"""Signals that ask a process to stop (or checkpoint): the handler only counts them, and the
+process acts at its next safe point, so the work in hand always finishes.
+
+    stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()
+    while not stop():
+        ...one unit of work...
+    stop.restore()                        # the handlers that were there before come back
+
+With `repeat_passes_on`, a signal that arrives once the flag is already raised goes to the
+handler that was there before (the default action: terminate, or KeyboardInterrupt for SIGINT),
+so a second Ctrl-C interrupts a process that hangs while finishing. Python lets only the main
+thread set handlers; elsewhere `install` leaves the signals alone with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# What `signal.signal` takes and gives back: a function, SIG_DFL / SIG_IGN, or None (a handler
+# not set from Python).
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+class SignalFlag:
+    """Raised by any of `signals`; `count` says how many arrived."""
+
+    def __init__(self, signals: Iterable[signal.Signals], *, repeat_passes_on: bool = False):
+        self.signals = tuple(signals)
+        self.repeat_passes_on = repeat_passes_on
+        self.count = 0
+        self._previous: dict[signal.Signals, Handler] = {}
+
+    def __call__(self) -> bool:
+        """Whether a signal has arrived."""
+        return self.count > 0
+
+    def install(self) -> SignalFlag:
+        """Set the handlers, remembering the ones they replace; a second call does nothing."""
+        if self._previous or not self.signals:
+            return self
+        if threading.current_thread() is not threading.main_thread():
+            logger.warning("not on the main thread, so %s are not handled", self._names())
+            return self
+        for signum in self.signals:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _names(self) -> str:
+        return ", ".join(signum.name for signum in self.signals)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.repeat_passes_on and self.count:
+            self._pass_on(signum, frame)
+            return
+        self.count += 1
+
+    def _pass_on(self, signum: int, frame: FrameType | None) -> None:
+        previous = self._previous.get(signal.Signals(signum), signal.SIG_DFL)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            # The default action (terminate for SIGTERM/SIGUSR*, KeyboardInterrupt for SIGINT).
+            signal.signal(signum, signal.SIG_DFL if previous is None else previous)
+            signal.raise_signal(signum)
+
+    def restore(self) -> None:
+        """Put back the handlers that `install` replaced."""
+        for signum, previous in self._previous.items():
+            signal.signal(signum, signal.SIG_DFL if previous is None else previous)
+        self._previous.clear()

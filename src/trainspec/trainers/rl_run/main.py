@@ -1,0 +1,145 @@
+"""The `rl` command: one config (schema rl.json) starts the orchestrator and the RL trainer as two
+processes that share output_dir, watches both, and stops both.
+
+    rl configs/rl/demo.toml
+    rl configs/rl/demo.toml --max-steps 50 --trainer.optim.lr 1e-4
+    rl configs/rl/demo.toml --deployment.num-train-gpus 2      # the trainer under torchrun
+
+It ends when the trainer has trained max_steps and the orchestrator has evaluated the final
+weights. If either process fails, the other is stopped and `rl` says which one failed and how;
+the trainer stops after its current step and saves a checkpoint (its [control] stop signal). A
+SIGTERM or Ctrl-C to `rl` stops both the same way. At the end run_dir/rl.png shows reward and
+loss, beside the trainer's metrics.jsonl and the orchestrator's orchestrator/metrics.jsonl.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from trainspec.cli.entrypoint import run_entrypoint
+from trainspec.config import dump_json
+
+from ..process.signals import SignalFlag
+from ..rl.broadcast import BROADCAST_DIR
+from .summary import summarize
+
+POLL_S = 0.2
+FINAL_EVAL_S = 600.0  # how long the orchestrator may take after the trainer's last step
+STOP_GRACE_S = 600.0  # how long the trainer may take to finish its step and save
+CHILD = ("-m", "trainspec.trainers.rl_run.child")
+
+
+def say(message: str) -> None:
+    sys.stderr.write(f"rl: {message}\n")
+    sys.stderr.flush()
+
+
+def trainer_command(config, path: Path) -> list[str]:
+    processes = config.deployment.num_train_gpus
+    if processes == 1:
+        return [sys.executable, *CHILD, "trainer", str(path)]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={processes}",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=localhost:0",
+        *CHILD,
+        "trainer",
+        str(path),
+    ]
+
+
+def _stop(process: subprocess.Popen, signum=signal.SIGTERM) -> None:
+    if process.poll() is None:
+        process.send_signal(signum)
+
+
+def _wait(process: subprocess.Popen, seconds: float) -> int | None:
+    try:
+        return process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"failed with exit code {code}"
+
+
+def supervise(trainer: subprocess.Popen, orchestrator: subprocess.Popen, stop: SignalFlag) -> int:
+    forwarded = False
+    while True:
+        if stop() and not forwarded:
+            say("stopping: the trainer finishes its step and saves, the orchestrator stops")
+            _stop(trainer)
+            _stop(orchestrator)
+            forwarded = True
+        trainer_code, orchestrator_code = trainer.poll(), orchestrator.poll()
+        if trainer_code is not None:
+            if trainer_code != 0:
+                say(
+                    f"the trainer {_exit_text(trainer_code)} (its message is above); "
+                    "stopping the orchestrator"
+                )
+                _stop(orchestrator)
+                if _wait(orchestrator, 30) is None:
+                    _stop(orchestrator, signal.SIGKILL)
+                return 1
+            if _wait(orchestrator, 30 if forwarded else FINAL_EVAL_S) is None:
+                _stop(orchestrator)
+                _wait(orchestrator, 30)
+            return 0
+        if orchestrator_code not in (None, 0) and not forwarded:
+            say(
+                f"the orchestrator {_exit_text(orchestrator_code)} (its message is above); "
+                "stopping the trainer, which saves a checkpoint first"
+            )
+            _stop(trainer)
+            if _wait(trainer, STOP_GRACE_S) is None:
+                _stop(trainer, signal.SIGKILL)
+            return 1
+        time.sleep(POLL_S)
+
+
+def launch(config) -> int:
+    run_dir = Path(config.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if config.clean:  # batches and weights of an earlier run must not be taken for this one's
+        for stale in ("rollouts", BROADCAST_DIR):
+            shutil.rmtree(run_dir / stale, ignore_errors=True)
+    paths = {}
+    for side in ("trainer", "orchestrator"):
+        paths[side] = run_dir / f"rl-{side}.json"
+        paths[side].write_text(dump_json(getattr(config, side)) + "\n")
+    stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # passed on to both
+    orchestrator = subprocess.Popen(
+        [sys.executable, *CHILD, "orchestrator", str(paths["orchestrator"])],
+        start_new_session=True,
+    )
+    trainer = subprocess.Popen(trainer_command(config, paths["trainer"]), start_new_session=True)
+    try:
+        code = supervise(trainer, orchestrator, stop)
+    finally:
+        for process in (trainer, orchestrator):
+            if process.poll() is None:
+                process.kill()
+    print(summarize(run_dir), flush=True)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    return run_entrypoint("rl_run", "rl", args, sys.stdout, sys.stderr, launch)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""What both training loops do besides learning: the run directory at the start; around every
+step the metrics, console, heartbeat, garbage collection, profiling and the operator's
+commands; when to save and when to stop; the end of the run.
+
+    document = start_run(config, "sft", run_dir, world)      # logging, run dir, resolved config
+    ...build the parts, resume...
+    session = Session(config, run_dir, run_name, document, world, step=step, save=save)
+    session.start()
+    while ...:
+        ...one step...
+        if session.after_step(step, metrics):               # saves when due or asked
+            break                                           # the operator asked to stop
+    session.end(step)                                       # last save, plot, closing line
+
+A stop that arrives while a loop waits for input (the RL trainer waiting for rollouts) ends the
+run at that boundary: `session.stop_while_waiting(step)`. Every decision is the same on every
+rank: one rank asked is every rank asked.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from .core.world import World, any_rank
+from .run.collector import GarbageCollector
+from .run.console import setup_logging
+from .run.control import Control
+from .run.heartbeat import Heartbeat
+from .run.monitor import Monitor
+from .run.plot import save_plot
+from .run.profiler import Profiler
+from .run.progress import Progress
+from .run.run_dir import write_resolved_config
+
+
+def start_run(config, kind, run_dir: Path, world: World, *, clean: bool = False) -> dict:
+    """Console logging, matmul precision, and the run directory holding the resolved config
+    (`clean` empties it first); rank 0 writes, every rank waits. Returns the resolved config
+    as a document on rank 0 ({} elsewhere), for the monitors."""
+    setup_logging(config.log, world.rank)
+    torch.set_float32_matmul_precision(config.matmul_precision)
+    if clean and world.is_main and run_dir.exists():
+        shutil.rmtree(run_dir)
+    document = write_resolved_config(config, run_dir, kind) if world.is_main else {}
+    dist.barrier()
+    return document
+
+
+class Session:
+    """One run's step-by-step bookkeeping, each piece built from its own sub-config."""
+
+    def __init__(
+        self,
+        config,
+        run_dir: Path,
+        run_name: str,
+        document: dict,
+        world: World,
+        *,
+        step: int,
+        save: Callable[[int], Path],
+    ) -> None:
+        """`save(step)` checkpoints the loop (a collective); `step` is where the run starts (its
+        resume step)."""
+        self.world = world
+        self.run_dir = run_dir
+        self.control = Control(config.control, run_dir / "control", read_files=world.is_main)
+        self.monitor = Monitor(config.monitors, run_dir, run_name, document, enabled=world.is_main)
+        self.progress = Progress(config.max_steps, step, config.log, enabled=world.is_main)
+        self.heartbeat = Heartbeat(config.heartbeat)
+        self.collector = GarbageCollector(config.gc)
+        self.profiler = Profiler(config.trace_path, config.memory_profiler_path, world.device.type)
+        # [ckpt] off: no periodic saves and none at the end; asked-for ones still happen.
+        self.interval: int | None = config.ckpt.interval if config.ckpt is not None else None
+        self.save_at_end = config.ckpt is not None
+        self._save = save
+        self.last_saved: Path | None = None
+        self.saved_step = -1
+        self.stopped = False
+
+    def start(self) -> None:
+        """Signal handlers on; the setup's objects frozen out of the garbage collector."""
+        self.control.install()
+        self.collector.freeze_setup()
+
+    def log(self, step: int, metrics: dict) -> None:
+        """Metrics outside a step (validation before the first one)."""
+        self.monitor.log(step, metrics)
+
+    def stop_pending(self) -> bool:
+        """Whether a stop waits to be answered (for a loop blocked on its input)."""
+        return self.control.stop_pending()
+
+    def after_step(self, step: int, metrics: dict) -> bool:
+        """Record the step that just ended, save if a checkpoint is due or asked for; True when
+        the operator asked to stop (saved first under control.checkpoint_on_stop)."""
+        self.monitor.log(step, metrics)
+        self.progress.update(step, metrics)
+        self.heartbeat.beat(step)
+        self.collector.step(step)
+        self.profiler.step()
+        return self._answer(step, due=self.due(step), when=f"after step {step}")
+
+    def due(self, step: int) -> bool:
+        """Whether a periodic checkpoint falls on `step` (every ckpt.interval steps)."""
+        return self.interval is not None and step > 0 and step % self.interval == 0
+
+    def stop_while_waiting(self, step: int) -> None:
+        """A stop came while the loop waited for the input of step + 1: nothing is half done,
+        so the run ends at this boundary."""
+        self._answer(step, due=False, when=f"before step {step + 1}", stop=True)
+
+    def _answer(self, step: int, *, due: bool, when: str, stop: bool = False) -> bool:
+        asked = self.control.poll(step)
+        checkpoint = any_rank(asked.checkpoint, self.world)
+        stop = any_rank(asked.stop, self.world) or stop
+        on_stop = stop and self.control.checkpoint_on_stop
+        if (due or checkpoint or on_stop) and self.saved_step != step:
+            self.last_saved, self.saved_step = self._save(step), step
+        if stop:
+            self.stopped = True
+            self.progress.write(f"stop requested: stopping {when}")
+        return stop
+
+    def end(self, step: int, report: Callable[[], str | None] | None = None) -> None:
+        """Save the last step (when [ckpt] is on and the run was not stopped), close every
+        piece, then on rank 0 draw loss.png and print the closing line, with `report()`."""
+        if self.save_at_end and self.saved_step != step and not self.stopped:
+            self.last_saved, self.saved_step = self._save(step), step
+        self.control.close()
+        self.progress.close()
+        self.profiler.close()
+        self.collector.close()
+        self.heartbeat.close()
+        self.monitor.close()
+        if self.world.is_main:
+            plot = save_plot(self.monitor.history, self.run_dir / "loss.png")
+            extra = report() if report is not None else None
+            print(closing_line(self.run_dir, step, self.last_saved, plot, extra), flush=True)
+
+
+def closing_line(
+    run_dir: Path, step: int, checkpoint: Path | None, plot: Path | None, report: str | None = None
+) -> str:
+    parts = [f"done after step {step}: run {run_dir}"]
+    parts.append(f"checkpoint {checkpoint}" if checkpoint else "no checkpoint ([ckpt] is off)")
+    if plot:
+        parts.append(f"plot {plot}")
+    if report:
+        parts.append(report)
+    return "; ".join(parts)

@@ -1,0 +1,91 @@
+"""One step of each hand-written optimizer against the formula computed here, and the parameter
+groups they share (matrices decay and are orthogonalised, the rest neither)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from trainspec.config import load
+from trainspec.trainers.core.optim import build_optimizer, clip_gradients
+
+
+class Tiny(nn.Module):
+    """A weight matrix, a bias, an embedding and a norm: one of each kind of parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(5, 3)
+        self.proj = nn.Linear(3, 6)
+        self.norm = nn.LayerNorm(6)
+
+
+def optim_cfg(**settings):
+    return load("sft", [], {f"optim.{key}": value for key, value in settings.items()}).config.optim
+
+
+def with_gradients(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Fixed gradients on every parameter; the parameters before the step."""
+    generator = torch.Generator().manual_seed(1)
+    for param in model.parameters():
+        param.grad = torch.randn(param.shape, generator=generator)
+    return {name: param.detach().clone() for name, param in model.named_parameters()}
+
+
+def newton_schulz(g: torch.Tensor) -> torch.Tensor:
+    """Muon's quintic Newton-Schulz iteration, five steps, written out from its definition."""
+    x = g.T / (g.norm() + 1e-7)  # 6x3: iterate on the wide orientation
+    for _ in range(5):
+        s = x @ x.T
+        x = 3.4445 * x + (-4.7750 * s + 2.0315 * s @ s) @ x
+    return x.T
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_muon_orthogonalises_the_matrices_whatever_the_weight_decay(weight_decay):
+    model = Tiny()
+    before = with_gradients(model)
+    cfg = optim_cfg(type="muon", lr=0.02, mu=0.9, weight_decay=weight_decay)
+    build_optimizer(cfg, model).step()
+
+    g = model.proj.weight.grad
+    update = newton_schulz(g + 0.9 * g)  # Nesterov momentum; the buffer is g after one step
+    scale = max(1.0, 6 / 3) ** 0.5
+    expected = before["proj.weight"] * (1 - 0.02 * weight_decay) - 0.02 * scale * update
+    torch.testing.assert_close(model.proj.weight, expected)
+    singular = torch.linalg.svdvals(update)
+    assert singular.min() > 0.5 and singular.max() < 1.5  # near-orthogonal, as Muon means
+
+
+def test_muon_steps_everything_else_with_adamw():
+    model, reference = Tiny(), Tiny()
+    with_gradients(model)
+    with_gradients(reference)
+    build_optimizer(optim_cfg(type="muon", lr=0.01, weight_decay=0.1), model).step()
+    others = [reference.proj.bias, reference.embed.weight, *reference.norm.parameters()]
+    torch.optim.AdamW(others, lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0).step()
+    for name in ("proj.bias", "embed.weight", "norm.weight", "norm.bias"):
+        torch.testing.assert_close(
+            model.get_parameter(name), reference.get_parameter(name), msg=name
+        )
+
+
+def test_sign_sgd_step():
+    model = Tiny()
+    before = with_gradients(model)
+    build_optimizer(optim_cfg(type="sign_sgd", lr=0.05, weight_decay=0.2), model).step()
+    for name, param in model.named_parameters():
+        decay = 0.2 if name == "proj.weight" else 0.0  # only matrices decay
+        expected = before[name] * (1 - 0.05 * decay) - 0.05 * param.grad.sign()
+        torch.testing.assert_close(param.detach(), expected, msg=name)
+
+
+def test_clip_gradients_returns_the_norm_before_clipping():
+    model = Tiny()
+    with_gradients(model)
+    norm = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
+    assert clip_gradients(optim_cfg(max_norm=0.5), model) == pytest.approx(norm)
+    clipped = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
+    assert clipped == pytest.approx(0.5, rel=1e-4)

@@ -1,0 +1,50 @@
+"""SignalFlag: real signals raise it, the handlers before it come back, a repeat can pass on."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+import pytest
+
+from trainspec.trainers.process.signals import SignalFlag
+
+
+@pytest.fixture
+def sigusr2():
+    """SIGUSR2 with a recording handler of its own, put back after the test."""
+    seen: list[int] = []
+    before = signal.signal(signal.SIGUSR2, lambda signum, frame: seen.append(signum))
+    yield seen
+    signal.signal(signal.SIGUSR2, before)
+
+
+def test_counts_every_signal_and_restores_the_handler_before(sigusr2):
+    flag = SignalFlag((signal.SIGUSR2,)).install()
+    assert not flag()
+    signal.raise_signal(signal.SIGUSR2)
+    signal.raise_signal(signal.SIGUSR2)
+    assert flag() and flag.count == 2 and sigusr2 == []
+    flag.restore()
+    signal.raise_signal(signal.SIGUSR2)
+    assert flag.count == 2 and sigusr2 == [signal.SIGUSR2]
+
+
+def test_a_repeat_goes_to_the_handler_before(sigusr2):
+    flag = SignalFlag((signal.SIGUSR2,), repeat_passes_on=True).install()
+    signal.raise_signal(signal.SIGUSR2)
+    signal.raise_signal(signal.SIGUSR2)
+    assert flag.count == 1 and sigusr2 == [signal.SIGUSR2]
+    flag.restore()
+
+
+def test_off_the_main_thread_it_warns_and_sets_nothing(sigusr2, caplog):
+    flag = SignalFlag((signal.SIGUSR2,))
+    with caplog.at_level(logging.WARNING):
+        thread = threading.Thread(target=flag.install)
+        thread.start()
+        thread.join()
+    assert "not on the main thread" in caplog.text
+    signal.raise_signal(signal.SIGUSR2)
+    assert flag.count == 0 and sigusr2 == [signal.SIGUSR2]
