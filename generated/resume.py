@@ -9,7 +9,7 @@ from trainspec.config_model import ConfigModel
 
 class ResumeConfig(ConfigModel):
     """
-    Resume from a checkpoint instead of starting fresh; give a step of this run or a step directory of another run, not both.
+    Which checkpoint the run starts from: the latest of this run's own (the default), a step of this run, or a step directory of another run (not both).
     """
 
     model_config = ConfigDict(

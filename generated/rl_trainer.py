@@ -36,9 +36,10 @@ class RLTrainerConfig(BaseTrainerConfig):
     resume: Annotated[
         resume_1.ResumeConfig | None,
         Field(
-            description="Resume from a checkpoint; off unless this table is present."
+            description="Where the run starts: by default from the latest of its own checkpoints (fresh when it has none); step or dir picks another; null (--no-resume) never resumes, and refuses a run directory that holds checkpoints rather than overwrite them.",
+            validate_default=True,
         ),
-    ] = None
+    ] = {}
     weight_broadcast: Annotated[weight_broadcast_1.WeightBroadcastConfig, Field(description="How new weights reach the inference servers, chosen by `type` (filesystem when omitted).", validate_default=True)] = {
         "type": "filesystem"
     }

@@ -47,9 +47,10 @@ class SFTTrainerConfig(BaseTrainerConfig):
     resume: Annotated[
         resume_1.ResumeConfig | None,
         Field(
-            description="Resume from a checkpoint; off unless this table is present."
+            description="Where the run starts: by default from the latest of its own checkpoints (fresh when it has none); step or dir picks another; null (--no-resume) never resumes, and refuses a run directory that holds checkpoints rather than overwrite them.",
+            validate_default=True,
         ),
-    ] = None
+    ] = {}
     monitors: Annotated[
         monitors_1.MonitorsConfig,
         Field(description="Where metrics are sent.", validate_default=True),

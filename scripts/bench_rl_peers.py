@@ -102,7 +102,7 @@ class Ours:
         from trainspec.trainers.parts import Parts
         from trainspec.trainers.rl.loss import build_loss
 
-        self.parts = Parts.build(trainer_cfg, world, run_dir, seed=0)
+        self.parts = Parts.build(trainer_cfg, "rl", world, run_dir, seed=0)
         self.model = self.parts.model
         self.loss_fn = build_loss(trainer_cfg.loss)
         self.model.train()

@@ -51,7 +51,6 @@ REFERENCE_DEFAULTS = {
     "monitors.file.path": "metrics.jsonl",
     "monitors.wandb": None,
     "output_dir": "outputs",
-    "resume": None,
 }
 RL_DEFAULTS = {
     "loss.type": "default",
@@ -81,6 +80,8 @@ CHANGED = {
     "model.moe_router_dtype": ("float32", "bfloat16"),  # reference: float32
     "model.freeze_moe_router": (True, False),  # reference: false
     "optim.weight_decay": (0.0, 0.01),  # reference: 0.01
+    # reference: null (start fresh); here the latest of the run's own checkpoints
+    "resume": ({"step": None, "dir": None}, {"step": None, "dir": None}),
 }
 
 

@@ -4,6 +4,7 @@ stop, at the end), when the loop is told to stop, and that no step is saved twic
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,7 +17,8 @@ WORLD = World(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
 
 
 def session(tmp_path: Path, step: int = 0, **settings) -> tuple[Session, list[int]]:
-    """A Session over a real config whose `save` records the steps it is asked to save."""
+    """A Session over a real config whose `save` records the steps it is asked to save; a
+    resumed one (step > 0) stands on the checkpoint of that step."""
     base = {"log.interval": 3600.0, "max_steps": 100}
     config = load("sft", [], {**base, **settings}).config
     saved: list[int] = []
@@ -25,7 +27,10 @@ def session(tmp_path: Path, step: int = 0, **settings) -> tuple[Session, list[in
         saved.append(at)
         return tmp_path / f"step_{at}"
 
-    return Session(config, tmp_path, "test", {}, WORLD, step=step, save=save), saved
+    # What a session reads of the parts: the world and where the run resumed.
+    resumed = tmp_path / f"step_{step}" if step else None
+    parts = SimpleNamespace(world=WORLD, start_step=step, resumed_from=resumed)
+    return Session(config, parts, tmp_path, "test", {}, save), saved
 
 
 def run(session: Session, steps: range, commands: dict[int, str] | None = None) -> int:
@@ -85,3 +90,10 @@ def test_a_resumed_session_counts_from_its_step(tmp_path):
     s, saved = session(tmp_path, step=6, **{"ckpt.interval": 4})
     s.end(run(s, range(7, 11)))
     assert saved == [8, 10]
+
+
+def test_a_resumed_run_with_nothing_left_to_train_saves_nothing(tmp_path, capsys):
+    s, saved = session(tmp_path, step=100, **{"ckpt.interval": 10})
+    s.end(100)
+    assert saved == [] and s.last_saved == tmp_path / "step_100"
+    assert "already complete: nothing to train past max_steps = 100" in capsys.readouterr().out

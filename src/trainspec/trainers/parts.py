@@ -2,7 +2,7 @@
 the parallelised model, the optimizer (and its state offload), the schedule, the checkpointer
 and the Hugging Face exporter.
 
-    parts = Parts.build(config, world, run_dir, seed=config.data.seed)
+    parts = Parts.build(config, "sft", world, run_dir, seed=config.data.seed)
     step, state = parts.resume(config.resume)         # 0 and {} on a fresh start
     for mb in parts.accumulate(micro_batches):        # gradient sync on the last one only
         with parts.offloaded_activations():
@@ -25,6 +25,9 @@ import torch
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
+from trainspec.kinds import TrainerKind
+from trainspec.run_identity import identity_digest, run_identity
+
 from .ckpt.checkpointer import PROGRESS_KEY, Checkpointer, resolve_resume
 from .ckpt.hf_export import Export, hf_exporter
 from .core.lm import ChunkedLM
@@ -39,6 +42,10 @@ log = logging.getLogger(__name__)
 MicroBatch = TypeVar("MicroBatch")
 
 
+def run_digest(config, kind: TrainerKind) -> str:
+    return identity_digest(run_identity(config, kind))
+
+
 @dataclass
 class Parts:
     config: Any  # the trainer config the parts were built from
@@ -50,10 +57,13 @@ class Parts:
     offload: StateOffload
     checkpointer: Checkpointer
     export: Export
+    start_step: int = 0  # where training starts: the step `resume` loaded, else 0
+    resumed_from: Path | None = None  # the checkpoint `resume` loaded
 
     @classmethod
-    def build(cls, config, world: World, run_dir: Path, *, seed: int) -> Parts:
-        """Every part from its own table; `seed` initialises a model without weights."""
+    def build(cls, config, kind: TrainerKind, world: World, run_dir: Path, *, seed: int) -> Parts:
+        """Every part from its own table; `seed` initialises a model without weights. The
+        checkpoints carry the run's identity digest (trainspec.run_identity)."""
         tokenizer = build_tokenizer(config.tokenizer, config.model)
         model = apply_parallelism(build_model(config.model, seed=seed), config.model, world)
         optimizer = build_optimizer(config.optim, model, sharded=world.world_size > 1)
@@ -65,7 +75,7 @@ class Parts:
             optimizer=optimizer,
             scheduler=build_scheduler(config.scheduler, optimizer, max_steps=config.max_steps),
             offload=StateOffload(optimizer, config.model.optim_cpu_offload, world.device),
-            checkpointer=Checkpointer(config.ckpt, run_dir, world),
+            checkpointer=Checkpointer(config.ckpt, run_dir, world, run=run_digest(config, kind)),
             export=hf_exporter(model.lm, tokenizer, config.model.lora),
         )
 
@@ -74,6 +84,7 @@ class Parts:
         rank's loop state from it, or (0, {}) when there is none."""
         path = resolve_resume(resume_cfg, self.checkpointer)
         if path is None:
+            log.info("starting fresh: %s holds no checkpoint", self.checkpointer.directory)
             return 0, {}
         state = self.checkpointer.load(
             path,
@@ -84,6 +95,7 @@ class Parts:
         )
         step = state.get(PROGRESS_KEY, {}).get("step", 0)
         log.info("resumed from %s at step %d", path, step)
+        self.start_step, self.resumed_from = step, path
         return step, state
 
     def accumulate(self, micro_batches: Sequence[MicroBatch]) -> Iterator[MicroBatch]:

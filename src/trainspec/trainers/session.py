@@ -2,9 +2,9 @@
 step the metrics, console, heartbeat, garbage collection, profiling and the operator's
 commands; when to save and when to stop; the end of the run.
 
-    document = start_run(config, "sft", run_dir, world)      # logging, run dir, resolved config
+    document = start_run(config, "sft", run_dir, world, setting="run.name", clean=config.clean)
     ...build the parts, resume...
-    session = Session(config, run_dir, run_name, document, world, step=step, save=save)
+    session = Session(config, parts, run_dir, run_name, document, save)
     session.start()
     while ...:
         ...one step...
@@ -19,35 +19,49 @@ rank: one rank asked is every rank asked.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-import torch.distributed as dist
+
+from trainspec.kinds import TrainerKind
 
 from .core.world import World, any_rank
+from .errors import SetupError
 from .run.collector import GarbageCollector
 from .run.console import setup_logging
 from .run.control import Control
 from .run.heartbeat import Heartbeat
+from .run.lock import release_run_dir
 from .run.monitor import Monitor
 from .run.plot import save_plot
 from .run.profiler import Profiler
 from .run.progress import Progress
-from .run.run_dir import write_resolved_config
+from .run.run_dir import claim_run_dir
+
+if TYPE_CHECKING:
+    from .parts import Parts
 
 
-def start_run(config, kind, run_dir: Path, world: World, *, clean: bool = False) -> dict:
-    """Console logging, matmul precision, and the run directory holding the resolved config
-    (`clean` empties it first); rank 0 writes, every rank waits. Returns the resolved config
-    as a document on rank 0 ({} elsewhere), for the monitors."""
+def start_run(
+    config, kind: TrainerKind, run_dir: Path, world: World, *, setting: str, clean: bool | None
+) -> dict:
+    """Console logging, matmul precision, and the run directory claimed for this run: locked,
+    emptied under `clean`, its recorded identity checked, the resolved config written (rank 0;
+    a refusal there is every rank's). `setting` chose the directory (run.name, output_dir).
+    Returns the resolved config as a document on rank 0 ({} elsewhere), for the monitors."""
     setup_logging(config.log, world.rank)
     torch.set_float32_matmul_precision(config.matmul_precision)
-    if clean and world.is_main and run_dir.exists():
-        shutil.rmtree(run_dir)
-    document = write_resolved_config(config, run_dir, kind) if world.is_main else {}
-    dist.barrier()
+    refusal: SetupError | None = None
+    document: dict = {}
+    if world.is_main:
+        try:
+            document = claim_run_dir(config, kind, run_dir, setting=setting, clean=clean)
+        except SetupError as err:
+            refusal = err
+    if any_rank(refusal is not None, world):
+        raise refusal or SetupError(setting, "rank 0 refused the run directory", "see rank 0")
     return document
 
 
@@ -57,20 +71,21 @@ class Session:
     def __init__(
         self,
         config,
+        parts: Parts,
         run_dir: Path,
         run_name: str,
         document: dict,
-        world: World,
-        *,
-        step: int,
         save: Callable[[int], Path],
     ) -> None:
-        """`save(step)` checkpoints the loop (a collective); `step` is where the run starts (its
-        resume step)."""
-        self.world = world
+        """A session of `parts` from the step they resumed at; `save(step)` checkpoints the loop
+        (a collective)."""
+        world = self.world = parts.world
         self.run_dir = run_dir
+        self.start_step = step = parts.start_step
+        self.max_steps: int | None = config.max_steps
         self.control = Control(config.control, run_dir / "control", read_files=world.is_main)
         self.monitor = Monitor(config.monitors, run_dir, run_name, document, enabled=world.is_main)
+        self.monitor.continue_from(step if parts.resumed_from is not None else None)
         self.progress = Progress(config.max_steps, step, config.log, enabled=world.is_main)
         self.heartbeat = Heartbeat(config.heartbeat)
         self.collector = GarbageCollector(config.gc)
@@ -79,8 +94,8 @@ class Session:
         self.interval: int | None = config.ckpt.interval if config.ckpt is not None else None
         self.save_at_end = config.ckpt is not None
         self._save = save
-        self.last_saved: Path | None = None
-        self.saved_step = -1
+        self.last_saved: Path | None = parts.resumed_from
+        self.saved_step = step if parts.resumed_from is not None else -1
         self.stopped = False
 
     def start(self) -> None:
@@ -138,9 +153,12 @@ class Session:
         self.collector.close()
         self.heartbeat.close()
         self.monitor.close()
+        release_run_dir(self.run_dir)
         if self.world.is_main:
             plot = save_plot(self.monitor.history, self.run_dir / "loss.png")
             extra = report() if report is not None else None
+            if step == self.start_step and self.max_steps is not None and step >= self.max_steps:
+                extra = f"already complete: nothing to train past max_steps = {self.max_steps}"
             print(closing_line(self.run_dir, step, self.last_saved, plot, extra), flush=True)
 
 

@@ -8,39 +8,20 @@ propagate_model_to_inference, auto_setup_online_eval (eval, inference), validate
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING
 
 from trainspec.generated.deployment import MultiNodeDeploymentConfig, SingleNodeDeploymentConfig
 from trainspec.generated.sft_data import FakeDataConfig
+from trainspec.run_identity import identity_digest, run_identity
 
 from .context import RuleContext
 
 if TYPE_CHECKING:
     from trainspec.generated.sft_trainer import SFTTrainerConfig
 
+
 # Fields that do not change what is trained; editing them keeps the derived run name, so a
 # crashed or extended run resumes in the same directory.
-RUN_NAME_IGNORES: set[str] = set(
-    {
-        "run",
-        "resume",
-        "ckpt",
-        "log",
-        "monitors",
-        "control",
-        "heartbeat",
-        "max_steps",
-        "memory_profiler_path",
-        "trace_path",
-        "dist_timeout_seconds",
-        "env_vars",
-        "dry_run",
-        "clean",
-    }
-)
-
-
 def _data_tables(cfg):
     """(dotted path, data table) of the training data and, when present, the validation data."""
     tables = [("data", cfg.data)]
@@ -179,20 +160,18 @@ def _last_part(name: str) -> str:
 
 
 def config_digest(cfg: SFTTrainerConfig) -> str:
-    """8 hex digits identifying what a config trains: the settings whose resolved value is not
-    the default (so writing a default out, or a new setting with a default, renames no run),
-    minus RUN_NAME_IGNORES."""
-    blob = cfg.model_dump_json(exclude_defaults=True, exclude=RUN_NAME_IGNORES)
-    return hashlib.sha256(blob.encode()).hexdigest()[:8]
+    """8 hex digits of what a config trains: its run identity (trainspec.run_identity), the
+    settings that change training and differ from their defaults."""
+    return identity_digest(run_identity(cfg, "sft"))
 
 
 def resolve_run_name(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
     """run.name defaults to data--model--digest, and run.dir and monitors.wandb.name to run.name.
 
     The parts are the last part of data.name (left out for fake data) and of model.name, and 8
-    hex digits of the settings that differ from their defaults, leaving out those that do not
-    change what is trained (run, resume, ckpt, log, max_steps, ...), so a resumed or extended run
-    keeps its name; the whole is lowercased."""
+    hex digits of the run's identity: the settings that change what is trained and differ from
+    their defaults (not output_dir, ckpt, log, max_steps, val, deployment, ...), so relaunching,
+    resuming or extending a run finds its directory again; the whole is lowercased."""
     run = cfg.run
     if run.name is None:
         parts = [] if isinstance(cfg.data, FakeDataConfig) else [_last_part(cfg.data.name)]

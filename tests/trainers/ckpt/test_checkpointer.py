@@ -405,3 +405,50 @@ def test_fsdp_two_processes(tmp_path, world):
     assert extra == {"data": {"rank": 0}}
     assert all(torch.equal(expected[k], v) for k, v in model.state_dict().items())
     assert scheduler.last_epoch == 1
+
+
+class WiderNet(Net):
+    """Net with one more layer and another width: another model's checkpoint."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 1))
+        self.extra = nn.Linear(1, 1)
+
+
+def test_a_checkpoint_of_another_model_is_refused_at_load(tmp_path, world):
+    checkpointer = Checkpointer(ckpt_cfg(interval=1), tmp_path, world)
+    wide = WiderNet()
+    path = save(checkpointer, 1, wide, torch.optim.AdamW(wide.parameters()), None)
+    model, optimizer, scheduler = build(0)
+    with pytest.raises(SetupError) as caught:
+        checkpointer.load(
+            path, model=model, optimizer=optimizer, scheduler=scheduler, ckpt_cfg=ckpt_cfg()
+        )
+    assert caught.value.path == "resume"
+    problem = caught.value.problem
+    assert problem.startswith(f"{path} was written by another model")
+    assert "2 tensors this model lacks (extra.bias, ...)" in problem
+    assert "of another shape (body.0.bias: (32,), here (16,))" in problem
+
+
+def test_a_checkpoint_directory_of_another_run_is_refused(tmp_path, world):
+    cfg = ckpt_cfg(interval=1, output_dir=str(tmp_path / "shared"))
+    save(Checkpointer(cfg, tmp_path / "a", world, run="aaaa1111"), 1, *build(0))
+    assert Checkpointer(cfg, tmp_path / "a", world, run="aaaa1111").steps() == [1]
+    with pytest.raises(SetupError) as caught:
+        Checkpointer(cfg, tmp_path / "b", world, run="bbbb2222")
+    assert caught.value.path == "ckpt.output_dir"
+    assert "holds checkpoints of another run (step_1, run aaaa1111" in caught.value.problem
+
+
+def test_resume_off_refuses_a_run_that_has_checkpoints(tmp_path, world):
+    checkpointer = Checkpointer(ckpt_cfg(interval=1), tmp_path, world)
+    assert resolve_resume(None, checkpointer) is None  # nothing to overwrite yet
+    save(checkpointer, 3, *build(0))
+    with pytest.raises(SetupError) as caught:
+        resolve_resume(None, checkpointer)
+    assert caught.value.path == "resume"
+    assert "holds this run's checkpoints (steps 3)" in caught.value.problem
+    resume = sft_config().resume  # the default: the latest of this run's own
+    assert resolve_resume(resume, checkpointer) == tmp_path / "checkpoints" / "step_3"

@@ -77,6 +77,13 @@ def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def run_rl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`rl ARGS...` to its end."""
+    return subprocess.run(
+        [str(BIN / "rl"), *args], capture_output=True, text=True, timeout=WAIT_S, cwd=cwd
+    )
+
+
 def start(config: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [str(BIN / "rl"), str(config)],
@@ -94,8 +101,9 @@ def wait_for_steps(run_dir: Path, count: int, process: subprocess.Popen) -> None
         time.sleep(0.2)
 
 
-def orchestrator_pid(run_dir: Path) -> int:
-    marker = str(run_dir / "rl-orchestrator.json")
+def side_pid(run_dir: Path, side: str) -> int:
+    """The process of one side of the run (`trainer` or `orchestrator`)."""
+    marker = str(run_dir / f"rl-{side}.json")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -103,18 +111,17 @@ def orchestrator_pid(run_dir: Path) -> int:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if marker.encode() in argv and b"orchestrator" in argv:
+        if marker.encode() in argv and side.encode() in argv:
             return int(entry.name)
-    raise AssertionError("no orchestrator process found")
+    raise AssertionError(f"no {side} process found")
+
+
+def orchestrator_pid(run_dir: Path) -> int:
+    return side_pid(run_dir, "orchestrator")
 
 
 def test_a_short_seeded_run_raises_the_mean_reward(tmp_path):
-    result = subprocess.run(
-        [str(BIN / "rl"), str(write_config(tmp_path))],
-        capture_output=True,
-        text=True,
-        timeout=WAIT_S,
-    )
+    result = run_rl(str(write_config(tmp_path)))
     assert result.returncode == 0, result.stderr
     run_dir = tmp_path / "run"
     rewards = [r["reward"] for r in records(run_dir / "metrics.jsonl")]
@@ -151,17 +158,52 @@ def test_sigterm_stops_both_processes_cleanly_with_a_checkpoint(tmp_path):
     saved = sorted(int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").glob("step_*"))
     trained = records(run_dir / "metrics.jsonl")[-1]["step"]
     assert saved and saved[-1] == trained  # stopped after a whole step, and saved it
-    assert "rl: done after step" in stdout
+    assert f"rl: stopped after step {trained}" in stdout
+
+
+def test_the_same_command_after_a_crash_resumes_from_the_last_checkpoint(tmp_path):
+    """The trainer killed mid-run (no [trainer.resume] in the config): rerunning the command
+    continues from its last checkpoint, and every step is in the metrics once."""
+    config = write_config(tmp_path, max_steps=100_000, ckpt_interval=2)
+    process = start(config)
+    run_dir = tmp_path / "run"
+    wait_for_steps(run_dir, 5, process)
+    os.kill(side_pid(run_dir, "trainer"), signal.SIGKILL)
+    _, stderr = process.communicate(timeout=WAIT_S)
+    assert process.returncode == 1
+    assert "the trainer was killed by SIGKILL from outside (it could print nothing" in stderr
+    saved = sorted(int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").glob("step_*"))
+    assert saved, "no checkpoint before the kill"
+    finish = saved[-1] + 2
+    result = run_rl(str(config), "--max-steps", str(finish))
+    assert result.returncode == 0, result.stderr
+    assert f"resumed from {run_dir / 'checkpoints' / f'step_{saved[-1]}'}" in result.stderr
+    steps = [r["step"] for r in records(run_dir / "metrics.jsonl")]
+    assert steps == list(range(1, finish + 1))
+    shipped = [r["step"] for r in records(run_dir / "orchestrator" / "metrics.jsonl")]
+    assert len(shipped) == len(set(shipped))
+    assert f"rl: done after step {finish}" in result.stdout
+
+
+def test_the_demo_before_its_sft_stage_says_what_to_run(tmp_path):
+    """configs/rl/demo.toml names the SFT stage's weights; before they exist, rl says which
+    command writes them, starts nothing and prints no summary."""
+    root = Path(__file__).resolve().parents[3]
+    configs = tmp_path / "configs" / "rl"
+    configs.mkdir(parents=True)
+    for name in ("demo.toml", "demo-sft.toml"):
+        (configs / name).write_text((root / "configs" / "rl" / name).read_text())
+    result = run_rl("configs/rl/demo.toml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "outputs/rl-demo-sft/checkpoints/step_400/weights' does not exist" in result.stderr
+    assert "`sft configs/rl/demo-sft.toml`" in result.stderr
+    assert "done" not in result.stdout and "Traceback" not in result.stderr
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_a_trainer_that_cannot_start_is_named(tmp_path):
     config = write_config(tmp_path)
-    result = subprocess.run(
-        [str(BIN / "rl"), str(config), "--trainer.metrics-server.port", "9000"],
-        capture_output=True,
-        text=True,
-        timeout=WAIT_S,
-    )
+    result = run_rl(str(config), "--trainer.metrics-server.port", "9000")
     assert result.returncode == 1
     assert "metrics_server" in result.stderr
     assert "rl: the trainer failed with exit code 1" in result.stderr

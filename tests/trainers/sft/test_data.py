@@ -371,7 +371,7 @@ def test_interleaving_with_probabilities(tmp_path):
 
     def sources(**overrides):
         cfg = config(**{"data.name": str(folder), "data.splits": ["train", "test"], **overrides})
-        rows = load_rows(cfg.data)
+        rows, _ = load_rows(cfg.data)
         return [row["messages"][0]["content"][0] for row in rows]
 
     only_a = sources(**{"data.probabilities": [1.0, 0.0]})

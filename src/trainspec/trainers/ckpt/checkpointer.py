@@ -21,12 +21,14 @@ at any point never leaves a `step_<N>` that `latest()` would pick.
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_state_dict,
@@ -37,8 +39,8 @@ from torch.optim import Optimizer
 
 from trainspec.config.steps import step_dir_name
 
-from ..core.world import World
-from ..errors import SetupError
+from ..core.world import World, any_rank
+from ..errors import RunError, SetupError, free_bytes, io_reason, size_text
 from . import files
 from .hf_export import Export, export_weights
 
@@ -56,9 +58,11 @@ def _barrier() -> None:
 
 class Checkpointer:
     """Saves and finds checkpoints of one run; with `ckpt_cfg` None (no [ckpt]) a save still goes
-    to the default directory."""
+    to the default directory. `run` is the run's identity digest, recorded in every checkpoint it
+    writes; a directory holding another run's checkpoints is refused (ckpt.output_dir shared by
+    two runs), so retention and resume only ever see this run's."""
 
-    def __init__(self, ckpt_cfg, run_dir: Path, world: World) -> None:
+    def __init__(self, ckpt_cfg, run_dir: Path, world: World, run: str | None = None) -> None:
         output_dir = keep_last = keep_interval = None
         if ckpt_cfg is not None:
             output_dir = ckpt_cfg.output_dir
@@ -67,6 +71,25 @@ class Checkpointer:
         self.keep_last: int | None = keep_last
         self.keep_interval: int | None = keep_interval
         self.world = world
+        self.run = run
+        if output_dir is not None and run is not None:
+            self._refuse_other_runs()
+
+    def _refuse_other_runs(self) -> None:
+        others = {}
+        for step, path in files.complete_steps(self.directory).items():
+            recorded = files.read_meta(path).get("run")
+            if recorded is not None and recorded != self.run:
+                others[step] = recorded
+        if others:
+            steps = ", ".join(f"step_{step}" for step in sorted(others))
+            raise SetupError(
+                "ckpt.output_dir",
+                f"{self.directory} holds checkpoints of another run ({steps}, run "
+                f"{sorted(set(others.values()))[0]}; this run is {self.run})",
+                "give ckpt.output_dir a directory of this run's own, or drop it (checkpoints "
+                "then go to the run directory)",
+            )
 
     # -- finding -----------------------------------------------------------------------------
 
@@ -107,23 +130,69 @@ class Checkpointer:
         }
         temp = files.temp_dir_for(self.directory, step)
         final = self.directory / step_dir_name(step)
+        previous = self.latest()
+        failure: BaseException | None = None
         if self.world.is_main:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            files.remove_stale(self.directory)
-            temp.mkdir()
-        _barrier()
-        dcp.save(_trainer_state(model, optimizer), checkpoint_id=temp / files.TRAINER_DIR)
-        files.save_rank_state(files.rank_file(temp, self.world.rank), rank_state)
-        export_weights(model, temp / files.WEIGHTS_DIR, export, is_main=self.world.is_main)
-        _barrier()
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                files.remove_stale(self.directory)
+                temp.mkdir()
+            except OSError as exc:
+                failure = exc
+        self._agree(failure, step, temp, previous)
+        try:  # every rank or none: torch.distributed.checkpoint reports a failure on each
+            dcp.save(_trainer_state(model, optimizer), checkpoint_id=temp / files.TRAINER_DIR)
+        except (Exception, CheckpointException) as exc:  # the latter is a BaseException
+            failure = exc
+        self._agree(failure, step, temp, previous)
+        try:
+            files.save_rank_state(files.rank_file(temp, self.world.rank), rank_state)
+        except Exception as exc:
+            failure = exc
+        self._agree(failure, step, temp, previous)
+        try:  # every rank gathers the weights; rank 0 writes them
+            export_weights(model, temp / files.WEIGHTS_DIR, export, is_main=self.world.is_main)
+            if self.world.is_main:
+                files.fsync_tree(temp)
+                files.write_meta(temp, step, self.world.world_size, self.run)
+                files.publish(temp, final)
+        except Exception as exc:
+            failure = exc
+        self._agree(failure, step, temp, previous)
         if self.world.is_main:
-            files.fsync_tree(temp)
-            files.write_meta(temp, step, self.world.world_size)
-            files.publish(temp, final)
             self._retain(step)
             log.info("saved checkpoint %s", final)
         _barrier()
         return final
+
+    def _agree(
+        self, failure: BaseException | None, step: int, temp: Path, previous: Path | None
+    ) -> None:
+        """One answer on every rank: a write that failed anywhere stops the save everywhere,
+        as a RunError that says why, what it needed and that the previous checkpoint stands."""
+        if not any_rank(failure is not None, self.world):
+            return
+        if self.world.is_main:
+            shutil.rmtree(temp, ignore_errors=True)  # nothing of the failed save is kept
+        reason = io_reason(failure, self.directory) if failure is not None else None
+        if failure is not None and reason is None:
+            raise failure  # not the storage's doing: a bug, with its traceback
+        what = reason or "another process could not write its part"
+        free = free_bytes(self.directory)
+        needed = files.tree_bytes(previous) if previous is not None else None
+        room = f"{size_text(free)} free" if free is not None else "free space unknown"
+        if needed:
+            room += f"; the last checkpoint took {size_text(needed)}"
+        kept = (
+            f"{previous} is intact, and relaunching the same command resumes from it"
+            if previous is not None
+            else "no earlier checkpoint exists; relaunching starts the run over"
+        )
+        raise RunError(
+            "ckpt.output_dir",
+            f"checkpoint step_{step} could not be written to {self.directory}: {what} ({room})",
+            f"free space on that disk (or point ckpt.output_dir at another); {kept}",
+        )
 
     def _retain(self, current: int) -> None:
         found = files.complete_steps(self.directory)
@@ -161,6 +230,7 @@ class Checkpointer:
             skip_dataloader, skip_progress = ckpt_cfg.skip_dataloader, ckpt_cfg.skip_progress
         path = Path(path)
         trainer_dir = path / files.TRAINER_DIR
+        _check_same_model(trainer_dir, get_model_state_dict(model), path)
         if optimizer is not None and not skip_optimizer:
             hyper = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
             state = _trainer_state(model, optimizer)
@@ -191,6 +261,38 @@ class Checkpointer:
         return extra
 
 
+def _check_same_model(trainer_dir: Path, model_state: dict[str, Any], path: Path) -> None:
+    """Refuse a checkpoint written by another model: torch.distributed.checkpoint loads only the
+    tensors the model asks for and would take a deeper model's first layers without a word."""
+    saved = {
+        key.removeprefix("model."): tuple(meta.size)
+        for key, meta in dcp.FileSystemReader(trainer_dir)
+        .read_metadata()
+        .state_dict_metadata.items()
+        if key.startswith("model.") and hasattr(meta, "size")
+    }
+    wanted = {key: tuple(tensor.shape) for key, tensor in model_state.items()}
+    extra = sorted(set(saved) - set(wanted))
+    missing = sorted(set(wanted) - set(saved))
+    resized = sorted(k for k in set(saved) & set(wanted) if saved[k] != wanted[k])
+    if not (extra or missing or resized):
+        return
+    found = []
+    if extra:
+        found.append(f"{len(extra)} tensors this model lacks ({extra[0]}, ...)")
+    if missing:
+        found.append(f"none of {len(missing)} tensors this model has ({missing[0]}, ...)")
+    if resized:
+        key = resized[0]
+        found.append(f"{len(resized)} of another shape ({key}: {saved[key]}, here {wanted[key]})")
+    raise SetupError(
+        "resume",
+        f"{path} was written by another model: it holds {'; '.join(found)}",
+        "resume from a checkpoint of this model (model.name, model.debug, model.lora as that "
+        "run had them), or start fresh in a run directory of its own",
+    )
+
+
 def _trainer_state(model: nn.Module, optimizer: Optimizer | None) -> dict[str, Any]:
     """Model (and optimizer) state in the form torch.distributed.checkpoint saves and loads:
     plain tensors for one process, DTensor shards under FSDP."""
@@ -202,9 +304,21 @@ def _trainer_state(model: nn.Module, optimizer: Optimizer | None) -> dict[str, A
 
 def resolve_resume(resume_cfg, checkpointer: Checkpointer) -> Path | None:
     """The checkpoint to start from: `resume.dir`, else `resume.step` of this run, else this
-    run's latest; None when `[resume]` is absent or the run has no checkpoint yet."""
+    run's latest (the default); None when the run has no checkpoint yet. With resume off (null)
+    a run that has checkpoints is refused: starting over would overwrite them."""
     if resume_cfg is None:
-        return None
+        latest = checkpointer.latest()
+        if latest is None:
+            return None
+        steps = checkpointer.steps()
+        raise SetupError(
+            "resume",
+            f"is off, and {checkpointer.directory} holds this run's checkpoints (steps "
+            f"{', '.join(map(str, steps))}): starting over would overwrite them",
+            f'drop resume = "None" (--no-resume) to continue from step {steps[-1]}; or start '
+            "over deliberately: clean = true (sft), or delete the checkpoints; or give this "
+            "run its own run.name / output_dir",
+        )
     step, other_dir = resume_cfg.step, resume_cfg.dir
     if other_dir is not None:
         return _checked_dir(Path(other_dir))

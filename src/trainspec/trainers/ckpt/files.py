@@ -82,9 +82,16 @@ def fsync_tree(root: Path) -> None:
         _fsync(Path(parent))
 
 
-def write_meta(temp: Path, step: int, world_size: int) -> None:
-    """The completeness marker, written last (after every rank's files are synced)."""
-    meta = {"format": FORMAT_VERSION, "step": step, "world_size": world_size}
+def tree_bytes(root: Path) -> int:
+    """Bytes of the files under `root`."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def write_meta(temp: Path, step: int, world_size: int, run: str | None = None) -> None:
+    """The completeness marker, written last (after every rank's files are synced); `run` is the
+    digest of the run's identity (trainspec.run_identity), so another run's checkpoint is
+    never taken for this run's."""
+    meta = {"format": FORMAT_VERSION, "step": step, "world_size": world_size, "run": run}
     path = temp / META
     with open(path, "w") as handle:
         json.dump(meta, handle)

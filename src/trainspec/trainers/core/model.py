@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, cast
 import torch
 from torch import nn
 
-from ..builtin import builtin_model_dir, is_builtin
+from ..builtin import is_builtin
 from ..errors import SetupError
 from .lm import ChunkedLM
+from .sources import model_source
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -57,15 +58,10 @@ def load_hf_model(model_cfg, seed: int) -> PreTrainedModel:
     """The Hugging Face model in optimization_dtype, on the CPU."""
     from transformers import AutoModelForCausalLM
 
-    builtin = builtin_model_dir(model_cfg.name)
-    if is_builtin(model_cfg.name) and builtin is None:
-        raise SetupError(
-            "model.name", f"{model_cfg.name!r} is not a built-in model", 'use "builtin:tiny-qwen3"'
-        )
-    source = str(builtin) if builtin else model_cfg.name
+    source = model_source(model_cfg.name, "model.name")
     config = _hf_config(model_cfg, source)
     dtype = DTYPES[model_cfg.optimization_dtype]
-    has_weights = builtin is None and not model_cfg.debug.random_init
+    has_weights = not is_builtin(model_cfg.name) and not model_cfg.debug.random_init
     if has_weights:
         model = AutoModelForCausalLM.from_pretrained(
             source,

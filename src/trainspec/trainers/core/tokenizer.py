@@ -13,41 +13,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..builtin import MODELS, PREFIX, builtin_model_dir, is_builtin
 from ..errors import SetupError
+from .sources import OFFLINE_FIX, model_source
 
-OFFLINE_FIX = "a local directory, or builtin:tiny-qwen3"
 _PROBE = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
 
 
-def _resolve_name(tokenizer_cfg, model_cfg) -> tuple[str, str]:
-    """(name or path to load, config field it came from).
+def _resolve_name(tokenizer_cfg, model_cfg) -> tuple[str, str, str]:
+    """(name as configured, what to load, config field it came from).
 
     The config layer copies model.name into an unset tokenizer.name, so a tokenizer name equal
     to the model's is reported as model.name: that is the setting to change.
     """
     name = tokenizer_cfg.name if tokenizer_cfg.name is not None else model_cfg.name
     field = "model.name" if name == model_cfg.name else "tokenizer.name"
-    if is_builtin(name):
-        directory = builtin_model_dir(name)
-        if directory is None:
-            known = ", ".join(PREFIX + key for key in MODELS)
-            raise SetupError(field, f"{name!r} is not a built-in tokenizer", f"use one of: {known}")
-        return str(directory), field
-    return name, field
+    return name, model_source(name, field), field
 
 
-def _load(name: str, field: str, trust_remote_code: bool):
+def _load(name: str, source: str, field: str, trust_remote_code: bool):
     from transformers import AutoTokenizer
 
-    looks_local = name.startswith((".", "/", "~")) or Path(name).expanduser().exists()
-    if looks_local and not Path(name).expanduser().is_dir():
-        raise SetupError(field, f"{name!r} is not a directory", f"use {OFFLINE_FIX}")
     try:
-        return AutoTokenizer.from_pretrained(
-            str(Path(name).expanduser()) if looks_local else name,
-            trust_remote_code=trust_remote_code,
-        )
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
     except Exception as exc:  # offline, unknown id, gated repo, broken files: all the same fix
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SetupError(
@@ -103,11 +90,11 @@ def _ensure_pad_token(tokenizer, field: str) -> None:
 
 def build_tokenizer(tokenizer_cfg, model_cfg):
     """Load the tokenizer named by the config, with its chat template and a pad token."""
-    name, field = _resolve_name(tokenizer_cfg, model_cfg)
+    name, source, field = _resolve_name(tokenizer_cfg, model_cfg)
     trust = tokenizer_cfg.trust_remote_code
     if trust is None:
         trust = model_cfg.trust_remote_code
-    tokenizer = _load(name, field, bool(trust))
+    tokenizer = _load(name, source, field, bool(trust))
     if tokenizer_cfg.chat_template is not None:
         tokenizer.chat_template = _read_template(tokenizer_cfg.chat_template)
         _check_template(tokenizer)

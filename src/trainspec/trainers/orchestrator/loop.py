@@ -25,6 +25,7 @@ from ..rl.batch import RolloutBatch, Sample, pack_samples
 from ..rl.broadcast import check_broadcast
 from ..rl.transport import build_sender
 from ..run.console import setup_logging
+from ..run.lock import lock_run_dir, release_run_dir
 from ..run.monitor import Monitor
 from ..run.run_dir import write_resolved_config
 from ..tasks import _stop_id
@@ -57,6 +58,7 @@ def run(config) -> int:
     setup_logging(config.log, 0)
     run_dir = Path(config.output_dir)
     own_dir = run_dir / "orchestrator"
+    lock_run_dir(own_dir, "orchestrator", setting="output_dir")
     document = write_resolved_config(config, own_dir, "orchestrator")
     should_stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # finish the step
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -80,7 +82,8 @@ def run(config) -> int:
         return 0
     step = policy.step  # a resumed trainer publishes its resume step first
     log.info("starting at step %d with the weights of step %d", step, policy.step)
-    if held_out is not None:
+    monitor.continue_from(step)
+    if held_out is not None and not monitor.has(step, "eval_exact_match"):
         monitor.log(
             step,
             {
@@ -182,4 +185,5 @@ def run(config) -> int:
     policy.close()
     monitor.close()
     should_stop.restore()
+    release_run_dir(own_dir)
     return 0

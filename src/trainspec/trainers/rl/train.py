@@ -33,7 +33,8 @@ def run_step(parts: Parts, batch: RolloutBatch, loss_fn) -> dict[str, float]:
     step on every rank: any split into micro-batches and processes gives the same gradient.
     """
     world = parts.world
-    loss_tokens = max(1.0, all_reduce_sum(float(batch.num_loss_tokens), world))
+    loss_tokens = all_reduce_sum(float(batch.num_loss_tokens), world)
+    divisor = max(1.0, loss_tokens)  # 0: a step of samples that all earned their group's mean
     totals: dict[str, float] = {"loss": 0.0}
     for mb in parts.accumulate(batch.micro_batches):
         mb = mb.to(world.device)
@@ -49,21 +50,21 @@ def run_step(parts: Parts, batch: RolloutBatch, loss_fn) -> dict[str, float]:
                 loss_mask=mb.loss_mask.reshape(-1),
             )
         )
-        (out.loss * world.world_size / loss_tokens).backward()
+        (out.loss * world.world_size / divisor).backward()
         totals["loss"] += out.loss.item()
         for key, value in out.metrics.items():  # token-weighted means over the step
             totals[key] = totals.get(key, 0.0) + float(value) * mb.num_loss_tokens
     return {
-        key: all_reduce_sum(value, world) / loss_tokens for key, value in sorted(totals.items())
+        key: all_reduce_sum(value, world) / divisor for key, value in sorted(totals.items())
     } | {"loss_tokens": loss_tokens}
 
 
 def train(config) -> int:
     world = init_world(config.dist_timeout_seconds)
     run_dir = Path(config.output_dir)
-    document = start_run(config, "rl", run_dir, world)
+    document = start_run(config, "rl", run_dir, world, setting="output_dir", clean=None)
     check_rl_trainer(config, world.world_size, world.device.type)
-    parts = Parts.build(config, world, run_dir, seed=0)
+    parts = Parts.build(config, "rl", world, run_dir, seed=0)
     loss_fn = build_loss(config.loss)
     broadcast = build_broadcast(config.weight_broadcast, run_dir, parts.model, parts.export, world)
     vocab_size, pad_id = parts.model.lm.config.vocab_size, parts.tokenizer.pad_token_id or 0
@@ -78,7 +79,7 @@ def train(config) -> int:
         source.commit(at_step)  # rollouts before this step are no longer needed
         return path
 
-    session = Session(config, run_dir, run_dir.name, document, world, step=step, save=save)
+    session = Session(config, parts, run_dir, run_dir.name, document, save)
     session.start()
     start_step = step
     parts.model.train()

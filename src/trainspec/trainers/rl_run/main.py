@@ -14,6 +14,7 @@ loss, beside the trainer's metrics.jsonl and the orchestrator's orchestrator/met
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -25,8 +26,11 @@ from pathlib import Path
 from trainspec.cli.entrypoint import run_entrypoint
 from trainspec.config import dump_json
 
+from ..core.sources import model_source
+from ..errors import SetupError
 from ..process.signals import SignalFlag
 from ..rl.broadcast import BROADCAST_DIR
+from ..run.lock import INHERITED, lock_run_dir
 from .summary import summarize
 
 POLL_S = 0.2
@@ -70,9 +74,15 @@ def _wait(process: subprocess.Popen, seconds: float) -> int | None:
 
 
 def _exit_text(code: int) -> str:
+    """How a process ended, and where to look for why."""
+    if code == -signal.SIGKILL or code == 128 + signal.SIGKILL:
+        return (
+            "was killed by SIGKILL from outside (it could print nothing: the kernel's "
+            "out-of-memory killer, a scheduler or `kill -9`; `dmesg` tells an OOM kill)"
+        )
     if code < 0:
-        return f"was killed by {signal.Signals(-code).name}"
-    return f"failed with exit code {code}"
+        return f"was killed by {signal.Signals(-code).name} (its last output is above)"
+    return f"failed with exit code {code} (its message is above)"
 
 
 def supervise(trainer: subprocess.Popen, orchestrator: subprocess.Popen, stop: SignalFlag) -> int:
@@ -86,10 +96,7 @@ def supervise(trainer: subprocess.Popen, orchestrator: subprocess.Popen, stop: S
         trainer_code, orchestrator_code = trainer.poll(), orchestrator.poll()
         if trainer_code is not None:
             if trainer_code != 0:
-                say(
-                    f"the trainer {_exit_text(trainer_code)} (its message is above); "
-                    "stopping the orchestrator"
-                )
+                say(f"the trainer {_exit_text(trainer_code)}; stopping the orchestrator")
                 _stop(orchestrator)
                 if _wait(orchestrator, 30) is None:
                     _stop(orchestrator, signal.SIGKILL)
@@ -100,8 +107,8 @@ def supervise(trainer: subprocess.Popen, orchestrator: subprocess.Popen, stop: S
             return 0
         if orchestrator_code not in (None, 0) and not forwarded:
             say(
-                f"the orchestrator {_exit_text(orchestrator_code)} (its message is above); "
-                "stopping the trainer, which saves a checkpoint first"
+                f"the orchestrator {_exit_text(orchestrator_code)}; stopping the trainer, "
+                "which saves a checkpoint first"
             )
             _stop(trainer)
             if _wait(trainer, STOP_GRACE_S) is None:
@@ -112,7 +119,13 @@ def supervise(trainer: subprocess.Popen, orchestrator: subprocess.Popen, stop: S
 
 def launch(config) -> int:
     run_dir = Path(config.output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:  # the trainer's lock, held for it (lock.INHERITED); the orchestrator takes its own
+        model_source(config.trainer.model.name, "model.name")  # both sides would refuse it
+        lock_run_dir(run_dir, "rl", setting="output_dir")
+    except SetupError as err:
+        sys.stderr.write(f"rl: cannot start\n{err.render()}\n")
+        return 1
+    os.environ[INHERITED] = str(run_dir.resolve())
     if config.clean:  # batches and weights of an earlier run must not be taken for this one's
         for stale in ("rollouts", BROADCAST_DIR):
             shutil.rmtree(run_dir / stale, ignore_errors=True)
@@ -132,7 +145,8 @@ def launch(config) -> int:
         for process in (trainer, orchestrator):
             if process.poll() is None:
                 process.kill()
-    print(summarize(run_dir), flush=True)
+    if code == 0:  # a failure was said above; its figures would read as a result
+        print(summarize(run_dir, stopped=stop()), flush=True)
     return code
 
 

@@ -34,8 +34,9 @@ def _first_last(records: list[dict], key: str, window: int = 10) -> tuple[float,
     return sum(values[:window]) / window, sum(values[-window:]) / window
 
 
-def summarize(run_dir: Path) -> str:
-    """Draw run_dir/rl.png and return the summary line."""
+def summarize(run_dir: Path, stopped: bool = False) -> str:
+    """Draw run_dir/rl.png and return the summary line (of a run that ended well, or was
+    stopped on request)."""
     trainer = read_jsonl(run_dir / "metrics.jsonl")
     orchestrator = read_jsonl(run_dir / "orchestrator" / "metrics.jsonl")
     evals = [
@@ -45,7 +46,7 @@ def summarize(run_dir: Path) -> str:
     ]
     plot = save_plot(trainer + evals, run_dir / "rl.png", RL_PANELS)
     steps = max((r.get("step", 0) for r in trainer), default=0)
-    parts = [f"rl: done after step {steps}: run {run_dir}"]
+    parts = [f"rl: {'stopped' if stopped else 'done'} after step {steps}: run {run_dir}"]
     reward = _first_last(trainer, "reward")
     if reward:
         parts.append(f"mean reward {reward[0]:.3f} -> {reward[1]:.3f} (first/last 10 steps)")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -71,7 +72,7 @@ class Monitor:
         self._wandb_run = None
         self._failed: set[str] = set()
         self._session_step: int | None = None
-        run_dir = Path(run_dir)
+        run_dir = self.run_dir = Path(run_dir)
         file_cfg = monitors_cfg.file if monitors_cfg is not None else None
         wandb_cfg = monitors_cfg.wandb if monitors_cfg is not None else None
         if file_cfg is not None:
@@ -120,6 +121,47 @@ class Monitor:
                 f"cannot write the metrics file {path}: {exc.strerror or exc}",
                 'use a writable path, or turn the file off with [monitors] file = "None"',
             ) from None
+
+    def continue_from(self, step: int | None) -> None:
+        """The run goes on from `step` (the checkpoint it resumed; None: from nothing). Records
+        past it were logged by an attempt that ended before its next checkpoint, and the steps
+        are about to be trained again: they leave `history` and the file, so the file holds
+        each step once. The file is rewritten whole (a new file renamed over it); one outside
+        the run directory, which another run may share, keeps its lines, with a warning."""
+        if not self.enabled:
+            return
+        keep = [r for r in self.history if step is not None and r["step"] <= step]
+        dropped = len(self.history) - len(keep)
+        if not dropped:
+            return
+        self.history = keep
+        if self._file is None or self.path is None:
+            return
+        path = self.path
+        if not path.resolve().is_relative_to(self.run_dir.resolve()):
+            logger.warning(
+                "%s: %d records past step %s stay (the file is outside the run directory)",
+                path, dropped, step,
+            )  # fmt: skip
+            return
+        partial = path.with_name(f".{path.name}.partial")
+        self._file.close()
+        self._file = None
+        try:
+            partial.write_text(
+                "".join(json.dumps(r, allow_nan=False) + "\n" for r in keep), encoding="utf-8"
+            )
+            os.replace(partial, path)
+        finally:
+            self._file = path.open("a", encoding="utf-8")
+        logger.info(
+            "%s: dropped %d records past step %s, logged before the last restart",
+            path, dropped, step,
+        )  # fmt: skip
+
+    def has(self, step: int, metric: str) -> bool:
+        """Whether `metric` was logged for `step` (by this session or one before it)."""
+        return any(r["step"] == step and metric in r for r in self.history)
 
     def _read_back(self, text: str) -> list[dict]:
         history, skipped = [], 0

@@ -5,36 +5,30 @@
     val = build_val_batches(config.val.data, tokenizer, rank=..., world_size=...)
 
 Chat rows come from a built-in task ("builtin:reverse-text"), a local .jsonl/.json/.parquet
-file or directory, or a hub dataset (subsets and splits interleaved with `probabilities`). They
-are rendered with the chat template (render.py) and packed into rows of seq_len tokens
-(packing.py). Step s is global rows s*B .. s*B+B-1 (B = batch_size) whatever the world size;
-rank r takes the r-th contiguous share and splits it into micro-batches.
+file or directory, or a hub dataset (sources.py). They are rendered with the chat template
+(render.py); rows with no token to train on are counted, reported with examples and left out
+(none left is an error); the rest are packed into rows of seq_len tokens (packing.py). Step s
+is global rows s*B .. s*B+B-1 (B = batch_size) whatever the world size; rank r takes the r-th
+contiguous share and splits it into micro-batches.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from ..builtin import is_builtin
 from ..core.lm import IGNORE_INDEX
 from ..errors import SetupError
-from ..tasks import BUILTIN_DATASETS, load_builtin_dataset
 from .packing import FakeStream, PackedStream, Row, empty_row
 from .render import Renderer, describe_sample, raise_first_error
+from .sources import OFFLINE_FIX, load_rows
 
 __all__ = ["MicroBatch", "build_sft_data", "build_val_batches", "describe_sample", "load_rows"]
 
-FILE_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
-OFFLINE_FIX = (
-    "check the name and the network, or use a local .jsonl/.json/.parquet file or directory, "
-    f"or {', '.join(BUILTIN_DATASETS)}"
-)
-ROW_COLUMNS = ("messages", "prompt", "completion", "tools")
-HELD_OUT_SPLITS = ("test", "validation", "valid", "val", "eval", "dev")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -95,131 +89,67 @@ class SFTData:
         self.stream.restore(state)
 
 
-def _names_split(path: Path, split: str) -> bool:
-    return path.stem == split or path.stem.startswith((f"{split}-", f"{split}_", f"{split}."))
-
-
-def _local_files(path: Path, subset: str | None, split: str, prefix: str) -> tuple[str, list]:
-    if subset is not None:
-        path = path / subset
-        if not path.is_dir():
-            raise SetupError(
-                f"{prefix}.subsets", f"{str(path)!r} is not a directory", "name a subdirectory"
-            )
-    if path.is_file():
-        files = [path] if path.suffix in FILE_FORMATS and split == "train" else []
-    else:
-        found = sorted(p for p in path.rglob("*") if p.suffix in FILE_FORMATS)
-        named = [p for p in found if _names_split(p, split)]
-        # Files named after no split are training data; held-out ones never are.
-        others = [p for p in found if not any(_names_split(p, s) for s in HELD_OUT_SPLITS)]
-        files = named or (others if split == "train" else [])
-    if not files:
-        raise SetupError(
-            f"{prefix}.name" if split == "train" else f"{prefix}.splits",
-            f"{str(path)!r} holds no .jsonl, .json or .parquet file for split {split!r}",
-            f"name the files of a split <split>.jsonl or <split>-*.parquet; {OFFLINE_FIX}",
-        )
-    formats = {FILE_FORMATS[p.suffix] for p in files}
-    if len(formats) > 1:
-        raise SetupError(f"{prefix}.name", "mixes JSON and Parquet files", "use one format")
-    return formats.pop(), [str(p) for p in files]
-
-
-def _load_source(name: str, subset: str | None, split: str, prefix: str):
-    import datasets
-
-    if is_builtin(name):
-        if subset is not None:
-            raise SetupError(f"{prefix}.subsets", "built-in datasets have no subsets", "use null")
-        return load_builtin_dataset(name, split, field=f"{prefix}.name")
-    path = Path(name).expanduser()
-    if path.exists():
-        fmt, files = _local_files(path, subset, split, prefix)
-        what = f"{name!r}"
-        load = lambda: datasets.load_dataset(fmt, data_files=files, split="train")  # noqa: E731
-    elif path.suffix in FILE_FORMATS or name.startswith((".", "/", "~")):
-        raise SetupError(f"{prefix}.name", f"{name!r} does not exist", OFFLINE_FIX)
-    else:
-        what = f"{name!r} (subset {subset!r}, split {split!r}) from the hub"
-        load = lambda: datasets.load_dataset(name, subset, split=split)  # noqa: E731
-    try:
-        return load()
-    except Exception as exc:  # offline, unknown id or split, unreadable file
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SetupError(f"{prefix}.name", f"cannot load {what}: {reason}", OFFLINE_FIX) from None
-
-
-def load_rows(data_cfg, prefix: str = "data"):
-    """The raw rows of the configured sources, interleaved when there are several."""
-    import datasets
-
-    subsets, splits = data_cfg.subsets, data_cfg.splits
-    probabilities, strategy = data_cfg.probabilities, data_cfg.stopping_strategy
-    if subsets:
-        sources = list(zip(subsets, splits or ["train"] * len(subsets), strict=True))
-    else:
-        sources = [(None, split) for split in (splits or ["train"])]
-    parts = [_load_source(data_cfg.name, sub, split, prefix) for sub, split in sources]
-    for part in parts:
-        columns = set(part.column_names)
-        if "messages" not in columns and not {"prompt", "completion"} <= columns:
-            raise SetupError(
-                f"{prefix}.name",
-                f"rows need a messages column, or prompt and completion; found {sorted(columns)}",
-                "convert the dataset to chat messages",
-            )
-    parts = [p.select_columns([c for c in ROW_COLUMNS if c in p.column_names]) for p in parts]
-    if probabilities is not None and len(probabilities) != len(parts):
-        raise SetupError(
-            f"{prefix}.probabilities",
-            f"has {len(probabilities)} entries for {len(parts)} source(s)",
-            "give one probability per subset or split",
-        )
-    if len(parts) == 1:
-        return parts[0]
-    weights = list(probabilities) if probabilities is not None else [len(p) for p in parts]
-    if sum(weights) <= 0:
-        if probabilities is None:
-            return parts[0]  # every source is empty: reported once rendered
-        raise SetupError(f"{prefix}.probabilities", "are all zero", "give a positive weight")
-    # A source never sampled adds nothing (and could never be exhausted): leave it out.
-    sampled = [(p, w) for p, w in zip(parts, weights, strict=True) if w > 0]
-    if len(sampled) == 1:
-        return sampled[0][0]
-    sampled_weights = [w for _, w in sampled]
-    try:
-        return datasets.interleave_datasets(
-            [p for p, _ in sampled],
-            probabilities=[w / sum(sampled_weights) for w in sampled_weights],
-            seed=data_cfg.seed,
-            stopping_strategy=strategy,
-        )
-    except Exception as exc:  # columns of different types
-        raise SetupError(
-            f"{prefix}.name",
-            f"the sources cannot be interleaved: {exc}",
-            "give every subset and split the same columns and types",
-        ) from None
-
-
 def render_dataset(data_cfg, tokenizer, prefix: str = "data"):
-    """Rows rendered to input_ids / loss_mask / length, and the list of lengths."""
-    rows = load_rows(data_cfg, prefix)
+    """Rows rendered to input_ids / loss_mask, and the list of lengths; rows with no token to
+    train on get length 0 (packing leaves them out) and are reported."""
+    rows, where = load_rows(data_cfg, prefix)
     workers = data_cfg.num_workers
     rendered = rows.map(
-        Renderer(tokenizer, data_cfg.loss_mask, f"{prefix}.name"),
+        Renderer(tokenizer, data_cfg.loss_mask, f"{prefix}.name", data_cfg.seq_len),
         batched=True,
         remove_columns=rows.column_names,
         num_proc=workers if workers > 1 else None,
         keep_in_memory=True,
         desc=f"rendering {prefix}",
     )
-    raise_first_error(rendered["error"])
+
+    def row_at(index: int) -> str:
+        return where[index] if where is not None else f"row {index + 1}"
+
+    raise_first_error(rendered["error"], row_at)
     lengths = list(rendered["length"])
-    if not any(n >= 2 for n in lengths):
-        raise SetupError(f"{prefix}.name", "has no example with a token to train on", OFFLINE_FIX)
-    return rendered.remove_columns(["error", "length"]), lengths
+    if not lengths:
+        raise SetupError(f"{prefix}.name", "holds no rows", OFFLINE_FIX)
+    empty = [i for i, targets in enumerate(rendered["targets"]) if targets == 0]
+    for i in empty:
+        lengths[i] = 0
+    if empty:
+        report_untrained(rendered.select(empty), empty, len(lengths), data_cfg, prefix, row_at)
+    kept = rendered.remove_columns([c for c in rendered.column_names if c not in KEPT])
+    return kept, lengths
+
+
+KEPT = ("input_ids", "loss_mask")
+SHOWN_ROWS = 3
+
+
+def report_untrained(untrained, indices, total, data_cfg, prefix, row_at) -> None:
+    """Say which rows teach nothing and why (rank by rank alike); none left is a SetupError."""
+    past_end = [i for i, n in zip(indices, untrained["trained"], strict=True) if n > 0]
+    no_role = [i for i, n in zip(indices, untrained["trained"], strict=True) if n == 0]
+    unknown = sorted({role for roles in untrained["unknown_roles"] for role in roles})
+    reasons, fixes = [], []
+    if past_end:
+        examples = ", ".join(row_at(i) for i in past_end[:SHOWN_ROWS])
+        reasons.append(
+            f"{len(past_end)} whose first trained token lies past {prefix}.seq_len = "
+            f"{data_cfg.seq_len} tokens (e.g. {examples})"
+        )
+        fixes.append(f"raise {prefix}.seq_len (and model.seq_len)")
+    if no_role:
+        examples = ", ".join(row_at(i) for i in no_role[:SHOWN_ROWS])
+        roles = f"; roles no loss_mask switch names: {', '.join(map(repr, unknown))}"
+        reasons.append(
+            f"{len(no_role)} with no message of a role {prefix}.loss_mask trains "
+            f"(e.g. {examples}{roles if unknown else ''})"
+        )
+        switch = f"{prefix}.loss_mask.<role>"
+        fixes.append(f"use the roles system, user, assistant and tool, or switch {switch} on")
+    problem = f"{len(indices)} of {total} rows have no token to train on: {'; '.join(reasons)}"
+    fix = "; ".join(fixes) + "; or drop those rows"
+    if len(indices) == total:
+        raise SetupError(f"{prefix}.name", problem, fix)
+    log.warning("%s: %s; they are left out (%s)", f"{prefix}.name", problem, fix)
 
 
 def _chat_stream(data_cfg, tokenizer, prefix: str) -> PackedStream:

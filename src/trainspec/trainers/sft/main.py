@@ -122,6 +122,7 @@ def launch(config) -> int:
 
     from ..errors import SetupError, SetupErrors
     from ..preflight import check_sft
+    from ..run.lock import INHERITED, lock_run_dir
 
     try:
         check_sft(config, nodes * per_node, "cuda" if torch.cuda.is_available() else "cpu")
@@ -129,6 +130,13 @@ def launch(config) -> int:
         sys.stderr.write(f"sft: cannot start\n{err.render()}\n")
         return 1
     run_dir = Path(config.output_dir) / config.run.dir
+    if os.environ.get("NODE_RANK", "0") == "0":  # node 0's launcher; rank 0 runs under it
+        try:  # held for the workers until they end; rank 0 finds it held (lock.INHERITED)
+            lock_run_dir(run_dir, "sft", setting="run.name")
+        except SetupError as err:
+            sys.stderr.write(f"sft: cannot start\n{err.render()}\n")
+            return 1
+        os.environ[INHERITED] = str(run_dir.resolve())
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "launch-config.json"
     config_path.write_text(dump_json(config) + "\n")

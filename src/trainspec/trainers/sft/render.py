@@ -11,9 +11,11 @@ not when a turn starts. `describe_sample` shows a packed row back as text with i
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from ..core.lm import IGNORE_INDEX
 from ..errors import SetupError
+from .rows import ROW_FIX, row_problem
 
 # Roles some datasets use, read as the role whose loss_mask switch they follow.
 ROLE_ALIASES = {"developer": "system", "human": "user", "gpt": "assistant", "function": "tool"}
@@ -35,27 +37,13 @@ def _as_messages(value, role: str) -> list[dict]:
 
 
 def row_messages(row: dict, field: str) -> list[dict]:
-    """The conversation of a row; a row without usable columns is a SetupError on `field`."""
+    """The conversation of a row; a row that holds none is a SetupError on `field`."""
+    problem = row_problem(row)
+    if problem:
+        raise SetupError(field, problem, ROW_FIX)
     if row.get("messages") is not None:
-        messages = list(row["messages"])
-    elif row.get("prompt") is not None and row.get("completion") is not None:
-        messages = _as_messages(row["prompt"], "user") + _as_messages(
-            row["completion"], "assistant"
-        )
-    else:
-        raise SetupError(
-            field,
-            "a row has neither `messages` nor both `prompt` and `completion`",
-            "give every row a messages list, or prompt and completion columns",
-        )
-    for message in messages:
-        if not isinstance(message, dict) or "role" not in message:
-            raise SetupError(
-                field,
-                f"a message is not a {{role, content}} object: {str(message)[:80]!r}",
-                "write each message as an object with role and content",
-            )
-    return messages
+        return list(row["messages"])
+    return _as_messages(row["prompt"], "user") + _as_messages(row["completion"], "assistant")
 
 
 def prefix_texts(tokenizer, messages: list[dict], tools=None) -> list[str]:
@@ -118,16 +106,22 @@ def render_messages(
     return assign_tokens(messages, _tokenize(tokenizer, texts), trained)
 
 
+# The columns Renderer writes (beside "error").
+RENDERED = ("input_ids", "loss_mask", "length", "targets", "trained", "unknown_roles")
+
+
 class Renderer:
     """A picklable batched function for `datasets.map`: rows → input_ids, loss_mask, length,
-    error. Errors are returned as a column (JSON of path, problem, fix) rather than raised, so
-    they cross worker processes intact; `raise_first_error` turns the first into a SetupError.
+    targets (the tokens it trains on within `seq_len`), error. Errors are returned as a column
+    (JSON of path, problem, fix) rather than raised, so they cross worker processes intact;
+    `raise_first_error` turns the first into a SetupError.
     """
 
-    def __init__(self, tokenizer, loss_mask_cfg, field: str) -> None:
+    def __init__(self, tokenizer, loss_mask_cfg, field: str, seq_len: int) -> None:
         self.tokenizer = tokenizer
         self.trained = trained_roles(loss_mask_cfg)
         self.field = field
+        self.seq_len = seq_len
 
     def __call__(self, batch: dict) -> dict:
         size = len(next(iter(batch.values())))
@@ -146,9 +140,7 @@ class Renderer:
             conversations.append((messages, len(texts), len(rendered)))
             texts.extend(rendered)
         tokens = _tokenize(self.tokenizer, texts)
-        input_ids: list[list[int]] = []
-        loss_mask: list[list[bool]] = []
-        lengths: list[int] = []
+        out: dict[str, list] = {key: [] for key in RENDERED}
         for i, (messages, start, count) in enumerate(conversations):
             ids: list[int] = []
             mask: list[bool] = []
@@ -157,16 +149,23 @@ class Renderer:
                     ids, mask = assign_tokens(messages, tokens[start : start + count], self.trained)
                 except SetupError as exc:
                     errors[i] = json.dumps([exc.path, exc.problem, exc.fix])
-            input_ids.append(ids)
-            loss_mask.append(mask)
-            lengths.append(len(ids))
-        return {"input_ids": input_ids, "loss_mask": loss_mask, "length": lengths, "error": errors}
+            out["input_ids"].append(ids)
+            out["loss_mask"].append(mask)
+            out["length"].append(len(ids))
+            # Position t trains on token t + 1; packing cuts a row at seq_len tokens.
+            out["targets"].append(sum(mask[1 : self.seq_len]))
+            out["trained"].append(sum(mask))
+            roles = {ROLE_ALIASES.get(m["role"], m["role"]) for m in messages}
+            out["unknown_roles"].append(sorted(r for r in roles if r not in self.trained))
+        return out | {"error": errors}
 
 
-def raise_first_error(errors: list[str]) -> None:
-    for error in errors:
+def raise_first_error(errors: list[str], where: Callable[[int], str]) -> None:
+    """The first row error as a SetupError, the row named by `where(index)`."""
+    for index, error in enumerate(errors):
         if error:
-            raise SetupError(*json.loads(error))
+            path, problem, fix = json.loads(error)
+            raise SetupError(path, f"{where(index)}: {problem}", fix)
 
 
 def describe_sample(micro_batch, tokenizer) -> str:

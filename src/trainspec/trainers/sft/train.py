@@ -18,6 +18,7 @@ import torch
 from ..ckpt.checkpointer import DATA_KEY, PROGRESS_KEY
 from ..core.lm import summed_loss
 from ..core.world import World, all_reduce_sum, close_world, init_world
+from ..errors import RunError
 from ..parts import Parts
 from ..preflight import check_sft
 from ..session import Session, start_run
@@ -34,7 +35,9 @@ def run_step(parts: Parts, micro_batches: list[MicroBatch]) -> tuple[float, int]
     accumulation and any number of processes give the gradient of one large batch.
     """
     world = parts.world
-    targets = max(1.0, all_reduce_sum(float(sum(mb.num_targets for mb in micro_batches)), world))
+    targets = all_reduce_sum(float(sum(mb.num_targets for mb in micro_batches)), world)
+    if targets == 0:  # rows without a target are left out when the data is built
+        raise RunError("data", "a step holds no token to train on", "check the data's loss mask")
     total = 0.0
     for mb in parts.accumulate(micro_batches):
         mb = mb.to(world.device)
@@ -60,13 +63,13 @@ def validate(model, batches: list[MicroBatch], world: World) -> float:
 def train(config) -> int:
     world = init_world(config.dist_timeout_seconds)
     run_dir = Path(config.output_dir) / config.run.dir
-    document = start_run(config, "sft", run_dir, world, clean=config.clean)
+    document = start_run(config, "sft", run_dir, world, setting="run.name", clean=config.clean)
     if not sys.stderr.isatty():  # datasets' progress bars only help on a terminal
         import datasets
 
         datasets.disable_progress_bars()
     check_sft(config, world.world_size, world.device.type)
-    parts = Parts.build(config, world, run_dir, seed=config.data.seed)
+    parts = Parts.build(config, "sft", world, run_dir, seed=config.data.seed)
     rank, world_size = world.rank, world.world_size
     data = build_sft_data(config.data, parts.tokenizer, rank=rank, world_size=world_size)
     val = None
@@ -82,7 +85,7 @@ def train(config) -> int:
         progress = {"step": at_step, "tokens": tokens_seen}
         return parts.save(at_step, {DATA_KEY: data.state_dict(), PROGRESS_KEY: progress})
 
-    session = Session(config, run_dir, config.run.name, document, world, step=step, save=save)
+    session = Session(config, parts, run_dir, config.run.name, document, save)
     if val is not None and config.val.eval_on_start and step == 0:
         session.log(0, {"val_loss": validate(parts.model, val, world)})
     session.start()
