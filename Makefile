@@ -6,8 +6,8 @@ STAMP := .venv/.installed
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv .venv
-	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -e '.[dev,train]'
+	$(PYTHON) -m pip install --quiet --quiet --upgrade pip  # errors only: this machine's pip config warns per package
+	$(PYTHON) -m pip install --quiet --quiet -e '.[dev,train]'
 	$(PYTHON) -m compileall -q src generated  # an editable install compiles nothing; commands start faster
 	touch $(STAMP)
 

@@ -23,6 +23,13 @@ class SFTValConfig(ConfigModel):
     eval_on_start: Annotated[
         bool, Field(description="Also validate once before the first step.")
     ] = False
+    stop_at_loss: Annotated[
+        float | None,
+        Field(
+            description="End the run at the first validation whose loss is at or below this, with its checkpoint (a run that ends on a measured state rather than a step count; max_steps stays the cap); null never ends early.",
+            gt=0.0,
+        ),
+    ] = None
     data: Annotated[
         sft_data.SFTDatasetConfig, Field(description="The validation dataset.")
     ]

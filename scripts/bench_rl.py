@@ -5,7 +5,7 @@ against TRL's GRPOTrainer (end to end, same wall-clock budget), side by side in 
                                          [--only a|b] [--keep]
 
 Everything is set by configs/rl/demo.toml (resolved by trainspec's loader): the SFT weights
-outputs/rl-demo-sft/checkpoints/step_400/weights (made by `sft configs/rl/demo-sft.toml` when
+outputs/rl-demo-sft/checkpoints/latest/weights (made by `sft configs/rl/demo-sft.toml` when
 missing), the byte-level tokenizer and ChatML template, 16 reverse-text prompts x 8 completions
 a step, temperature 1.0, at most 16 new tokens, rows of 256 tokens, micro-batches of 8 rows,
 AdamW lr 3e-4, gradient clipping at 1.0, the DPPO loss.
@@ -97,7 +97,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT / "scripts" / "bench_rl_peers.py"
 DEMO = ROOT / "configs" / "rl" / "demo.toml"
 SFT_CONFIG = ROOT / "configs" / "rl" / "demo-sft.toml"
-SFT_WEIGHTS = ROOT / "outputs" / "rl-demo-sft" / "checkpoints" / "step_400" / "weights"
+SFT_WEIGHTS = ROOT / "outputs" / "rl-demo-sft" / "checkpoints" / "latest" / "weights"
 SIDES = ("ours", "hand")
 APPROACHES = ("rl", "trl")
 SAMPLES_PER_STEP = 128  # configs/rl/demo.toml: orchestrator.batch_size
@@ -277,13 +277,15 @@ def curve(steps: list[dict], launched: float, budget: float) -> dict:
     }
 
 
-def run_e2e(which: str, args, workdir: Path, env: dict) -> tuple[dict | None, str | None]:
-    print(f"(b) {which}: {args.budget_s:.0f} s budget ...", end=" ", flush=True)
+def run_e2e(
+    which: str, args, workdir: Path, env: dict, round_: int = 1
+) -> tuple[dict | None, str | None]:
+    print(f"(b) {which} #{round_}: {args.budget_s:.0f} s budget ...", end=" ", flush=True)
     load = os.getloadavg()[0]
     try:
-        if which == "rl":
-            output_dir = workdir / "rl-out"
-            log = workdir / "rl.log"
+        if which == "rl":  # a run directory of its own each round (a reused one resumes)
+            output_dir = workdir / f"rl-out-{round_}"
+            log = workdir / f"rl-{round_}.log"
             stop_at = time.time() + args.budget_s
             run = run_child(
                 rl_command(output_dir), env, log, timeout_s=CHILD_TIMEOUT_S, stop_at=stop_at
@@ -296,7 +298,9 @@ def run_e2e(which: str, args, workdir: Path, env: dict) -> tuple[dict | None, st
                 "demo": str(DEMO), "deadline": time.time() + args.budget_s,
                 "max_steps": int(args.budget_s * 4) + 10,
             }  # fmt: skip
-            result, run = peer("trl", spec, workdir, env, args.budget_s + CHILD_TIMEOUT_S)
+            trl_dir = workdir / f"trl-{round_}"
+            trl_dir.mkdir(parents=True, exist_ok=True)
+            result, run = peer("trl", spec, trl_dir, env, args.budget_s + CHILD_TIMEOUT_S)
             run["launched"] = spec["deadline"] - args.budget_s
             steps, notes = result["steps"], result["notes"]
         summary = curve(steps, run["launched"], args.budget_s)
@@ -308,6 +312,16 @@ def run_e2e(which: str, args, workdir: Path, env: dict) -> tuple[dict | None, st
     )
     print(f"{summary['steps']} steps, reward {summary['start']:.3f} -> {summary['end']:.3f}")
     return summary, None
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run of median end reward (its figures whole, so each row is one real run); with an
+    even count the lower of the two middle ones. Its `rounds` says how many ran."""
+    ranked = sorted(runs, key=lambda run: run["end"])
+    chosen = dict(ranked[(len(ranked) - 1) // 2])
+    chosen["rounds"] = [run["end"] for run in runs]
+    chosen["samples_s"] = statistics.median(run["samples_s"] for run in runs)
+    return chosen
 
 
 def report_b(results: dict[str, dict], failures: dict[str, str], args) -> dict:
@@ -356,6 +370,9 @@ def report_b(results: dict[str, dict], failures: dict[str, str], args) -> dict:
     )
     for which in APPROACHES:
         s = results.get(which)
+        if s and len(s["rounds"]) > 1:
+            ends = ", ".join(f"{end:.3f}" for end in s["rounds"])
+            print(f"{which}: {len(s['rounds'])} rounds, end rewards {ends}; the row is the median")
         if s and s["after"]:
             print(f"{which}: {s['after']} step(s) ended after the budget and are not counted")
         for note in (s or {}).get("notes", []):
@@ -397,11 +414,15 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=20, help="(a) timed steps per side")
     parser.add_argument("--warmup", type=int, default=3, help="(a) steps left out of the timing")
     parser.add_argument("--budget-s", type=float, default=150.0, help="(b) seconds per run")
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="(b) runs per side, alternating which goes first; the targets use medians",
+    )  # fmt: skip
     parser.add_argument("--only", choices=("a", "b"), help="run only part a or part b")
     parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")
     args = parser.parse_args()
-    if args.repeats < 1 or args.warmup < 0 or args.budget_s <= 0:
-        parser.error("need --repeats >= 1, --warmup >= 0, --budget-s > 0")
+    if args.repeats < 1 or args.warmup < 0 or args.budget_s <= 0 or args.rounds < 1:
+        parser.error("need --repeats >= 1, --warmup >= 0, --budget-s > 0, --rounds >= 1")
     parts = args.only or "ab"
 
     env = child_env()
@@ -417,12 +438,16 @@ def main() -> int:
     if "a" in parts:
         a_result, a_reason = run_part_a(args, top, env)
     if "b" in parts:
-        for which in APPROACHES:
-            summary, why = run_e2e(which, args, top, env)
-            if summary is None:
-                failures[which] = why
-            else:
-                results[which] = summary
+        rounds: dict[str, list[dict]] = {which: [] for which in APPROACHES}
+        for round_ in range(1, args.rounds + 1):
+            order = APPROACHES if round_ % 2 else APPROACHES[::-1]
+            for which in order:
+                summary, why = run_e2e(which, args, top, env, round_)
+                if summary is None:
+                    failures[which] = why
+                else:
+                    rounds[which].append(summary)
+        results = {which: median_run(runs) for which, runs in rounds.items() if runs}
     a = report_a(a_result, a_reason, args) if "a" in parts else {}
     b = report_b(results, failures, args) if "b" in parts else {}
     report_targets(a, b, parts)

@@ -141,6 +141,25 @@ def _has_compiler() -> bool:
     return any(shutil.which(cc) for cc in ("g++", "c++", "clang++"))
 
 
+def batch_split(data_cfg, path: str, processes: int) -> tuple[int, int] | SetupError:
+    """(rows per process, rows per forward) of one step of `data_cfg` (at `path`): a process
+    takes batch_size / processes rows, in forwards of micro_batch_size rows, or of its whole
+    share when that is smaller (micro_batch_size is what fits in memory, not a count to fill).
+    A batch that does not split so is the SetupError returned."""
+    batch, micro = data_cfg.batch_size, data_cfg.micro_batch_size
+    per_rank, left = divmod(batch, processes)
+    per_pass = min(micro, per_rank)
+    if not left and per_rank and not per_rank % per_pass:
+        return per_rank, per_pass
+    return SetupError(
+        f"{path}.batch_size",
+        f"= {batch} rows per step do not split into {processes} equal shares of whole "
+        f"micro-batches of {micro} rows (or fewer, one per share)",
+        f"make {path}.batch_size a multiple of the processes ({processes}) whose share is a "
+        f"multiple of {path}.micro_batch_size, or smaller than it",
+    )
+
+
 def sft_refusals(config, processes: int) -> list[SetupError]:
     """Data shapes the processes cannot split, renderers and broadcasts SFT does not have."""
     errors: list[SetupError] = []
@@ -156,16 +175,9 @@ def sft_refusals(config, processes: int) -> list[SetupError]:
                     f"raise model.seq_len to {data.seq_len} or shorten {path}.seq_len",
                 )
             )
-        if data.batch_size % (data.micro_batch_size * processes):
-            errors.append(
-                SetupError(
-                    f"{path}.batch_size",
-                    f"= {data.batch_size} rows per step cannot be split into micro-batches of "
-                    f"{data.micro_batch_size} rows on {processes} process(es)",
-                    f"make {path}.batch_size a multiple of {path}.micro_batch_size × processes "
-                    f"= {data.micro_batch_size * processes}",
-                )
-            )
+        split = batch_split(data, path, processes)
+        if isinstance(split, SetupError):
+            errors.append(split)
     renderer = config.renderer
     if renderer.name not in TEMPLATE_RENDERERS:
         errors.append(

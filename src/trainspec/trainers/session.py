@@ -29,6 +29,7 @@ from trainspec.kinds import TrainerKind
 
 from .core.world import World, any_rank
 from .errors import SetupError
+from .process.guard import raise_if_interrupted
 from .run.collector import GarbageCollector
 from .run.console import setup_logging
 from .run.control import Control
@@ -80,7 +81,7 @@ class Session:
         """A session of `parts` from the step they resumed at; `save(step)` checkpoints the loop
         (a collective)."""
         world = self.world = parts.world
-        self.run_dir = run_dir
+        self.run_dir, self.run_name = run_dir, run_name
         self.start_step = step = parts.start_step
         self.max_steps: int | None = config.max_steps
         self.control = Control(config.control, run_dir / "control", read_files=world.is_main)
@@ -99,7 +100,9 @@ class Session:
         self.stopped = False
 
     def start(self) -> None:
-        """Signal handlers on; the setup's objects frozen out of the garbage collector."""
+        """Signal handlers on (a SIGTERM of the start-up that got lost is answered first); the
+        setup's objects frozen out of the garbage collector."""
+        raise_if_interrupted()
         self.control.install()
         self.collector.freeze_setup()
 
@@ -155,10 +158,13 @@ class Session:
         self.monitor.close()
         release_run_dir(self.run_dir)
         if self.world.is_main:
-            plot = save_plot(self.monitor.history, self.run_dir / "loss.png")
+            plot = save_plot(self.monitor.history, self.run_dir / "loss.png", title=self.run_name)
             extra = report() if report is not None else None
             if step == self.start_step and self.max_steps is not None and step >= self.max_steps:
-                extra = f"already complete: nothing to train past max_steps = {self.max_steps}"
+                extra = (
+                    f"already complete: nothing to train past max_steps = {self.max_steps} "
+                    "(raise max_steps to train on from here)"
+                )
             print(closing_line(self.run_dir, step, self.last_saved, plot, extra), flush=True)
 
 

@@ -130,10 +130,11 @@ def test_layout(tmp_path, world):
     assert path == tmp_path / "checkpoints" / "step_2"
     names = {p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()}
     assert {"meta.json", "rank_0.pt", "trainer/.metadata", "weights/model.safetensors"} <= names
-    assert [p.name for p in checkpointer.directory.iterdir()] == ["step_2"]
+    assert sorted(p.name for p in checkpointer.directory.iterdir()) == ["latest", "step_2"]
+    assert (checkpointer.directory / "latest").readlink() == Path("step_2")  # relative
 
     checkpointer.save(2, model=Net(), optimizer=None, scheduler=None, extra={"again": True})
-    assert [p.name for p in checkpointer.directory.iterdir()] == ["step_2"]  # replaced
+    assert sorted(p.name for p in checkpointer.directory.iterdir()) == ["latest", "step_2"]
     extra = checkpointer.load(path, model=Net(), optimizer=None, scheduler=None, ckpt_cfg=None)
     assert extra == {"again": True}
 
@@ -157,8 +158,9 @@ def test_retention(tmp_path, world, fields, kept):
         save(checkpointer, at, *state)
     assert checkpointer.steps() == kept
     assert sorted(p.name for p in checkpointer.directory.iterdir()) == sorted(
-        f"step_{s}" for s in kept
+        ["latest", *(f"step_{s}" for s in kept)]
     )
+    assert (checkpointer.directory / "latest").resolve() == checkpointer.find(7)
 
 
 def test_the_step_just_saved_survives_retention(tmp_path, world):
@@ -315,7 +317,8 @@ def test_sigkill_mid_save_keeps_the_last_checkpoint(tmp_path, world, phase):
     assert all(torch.equal(expected[k], v) for k, v in exported.state_dict().items())
 
     save(checkpointer, 2, model, optimizer, scheduler)  # the next save clears the leftovers
-    assert sorted(p.name for p in checkpointer.directory.iterdir()) == ["step_1", "step_2"]
+    names = sorted(p.name for p in checkpointer.directory.iterdir())
+    assert names == ["latest", "step_1", "step_2"]
 
 
 class LossWrapper(nn.Module):

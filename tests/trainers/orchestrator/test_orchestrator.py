@@ -78,26 +78,24 @@ def wait_for(path: Path) -> None:
         time.sleep(0.02)
 
 
+def small_run(run_dir: Path, steps: int, **settings):
+    """An orchestrator config of `steps` small steps (4 prompts x 2, 4 new tokens) in `run_dir`."""
+    small = {"batch_size": 4, "rollouts_per_example": 2, "seq_len": 64, "sampling.max_tokens": 4}
+    files = {"rollout_transport.type": "filesystem"}
+    return load(
+        "orchestrator",
+        [],
+        {"output_dir": str(run_dir), "max_steps": steps, **small, **files, **settings},
+    ).config
+
+
 @pytest.mark.parametrize("async_level", [0, 1, 2])
 def test_no_batch_is_sampled_with_weights_older_than_the_async_limit(
     tmp_path, initial_weights, async_level
 ):
     steps = 5
-    config = load(
-        "orchestrator",
-        [],
-        {
-            "output_dir": str(tmp_path),
-            "max_steps": steps,
-            "batch_size": 4,
-            "rollouts_per_example": 2,
-            "seq_len": 64,
-            "max_async_level": async_level,
-            "sampling.max_tokens": 4,
-            "rollout_transport.type": "filesystem",
-            "weight_broadcast.type": "filesystem",
-        },
-    ).config
+    settings = {"max_async_level": async_level, "weight_broadcast.type": "filesystem"}
+    config = small_run(tmp_path, steps, **settings)
     publish(tmp_path, 0, initial_weights)
     orchestrator = threading.Thread(target=run, args=(config,), daemon=True)
     orchestrator.start()
@@ -146,3 +144,28 @@ def test_samples_with_zero_advantage_are_not_shipped(tmp_path, initial_weights):
     assert torch.equal(
         batch.micro_batches[0].loss_mask, torch.zeros_like(batch.micro_batches[0].loss_mask)
     )
+
+
+def test_evals_are_said_when_they_happen_and_the_run_leaves_rl_png(
+    tmp_path, initial_weights, caplog
+):
+    """An orchestrator run on its own (as beside `rl-trainer`): each held-out evaluation is a
+    log line as it happens, and the end draws rl.png from the metrics of both sides."""
+    steps = 2
+    config = small_run(tmp_path, steps, eval={"interval": 1, "num_examples": 4})
+    trainer_metrics = "".join(f'{{"step": {s}, "reward": 0.1, "loss": 0.0}}\n' for s in (1, 2))
+    (tmp_path / "metrics.jsonl").write_text(trainer_metrics)  # what rl-trainer logs meanwhile
+    publish(tmp_path, 0, initial_weights)
+    with caplog.at_level("INFO", logger="trainspec"):
+        orchestrator = threading.Thread(target=run, args=(config,), daemon=True)
+        orchestrator.start()
+        for step in range(steps):  # the stand-in trainer
+            wait_for(rank_file(tmp_path, step, 0))
+            publish(tmp_path, step + 1, initial_weights)
+        orchestrator.join(WAIT_S)
+    assert not orchestrator.is_alive()
+    said = [r.getMessage() for r in caplog.records if "held-out exact match" in r.getMessage()]
+    assert said[0].startswith("step 0: held-out exact match") and "(4 prompts" in said[0]
+    assert any(m.startswith("step 1: held-out exact match") for m in said)
+    assert said[-1].startswith("step 2:") and "the final weights" in said[-1]
+    assert (tmp_path / "rl.png").stat().st_size > 10_000

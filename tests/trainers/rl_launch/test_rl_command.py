@@ -195,7 +195,7 @@ def test_the_demo_before_its_sft_stage_says_what_to_run(tmp_path):
         (configs / name).write_text((root / "configs" / "rl" / name).read_text())
     result = run_rl("configs/rl/demo.toml", cwd=tmp_path)
     assert result.returncode == 1
-    assert "outputs/rl-demo-sft/checkpoints/step_400/weights' does not exist" in result.stderr
+    assert "outputs/rl-demo-sft/checkpoints/latest/weights' does not exist" in result.stderr
     assert "`sft configs/rl/demo-sft.toml`" in result.stderr
     assert "done" not in result.stdout and "Traceback" not in result.stderr
     assert not (tmp_path / "outputs").exists()

@@ -67,3 +67,50 @@ def test_without_matplotlib_it_warns(tmp_path, caplog, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert save_plot(history(), tmp_path / "loss.png") is None
     assert "pip install matplotlib" in caplog.text
+
+
+def figure_of(records, panels=None, title="run-7"):
+    from trainspec.trainers.run.plot import TRAINING_PANELS, _panels, draw
+
+    return draw(_panels(records, panels or TRAINING_PANELS), title)
+
+
+def test_the_training_figure_reads_well():
+    figure = figure_of(history())
+    loss, lr = figure.axes
+    assert figure._suptitle.get_text() == "run-7: steps 1 to 30"
+    assert loss.get_yscale() == "log" and loss.get_ylabel() == "loss (log)"
+    styles = {line.get_label(): line.get_linestyle() for line in loss.get_lines()}
+    assert styles == {"loss": "-", "val_loss": "None"}  # validation as points, never joined
+    assert lr.get_ylabel() == "learning rate"
+
+
+def test_a_constant_learning_rate_gets_no_panel():
+    records = [{"step": s, "loss": 1.0 / s, "lr": 1e-4} for s in range(1, 20)]
+    assert [ax.get_ylabel() for ax in figure_of(records).axes] == ["loss (log)"]
+
+
+def test_a_loss_that_goes_negative_stays_linear():
+    records = [{"step": s, "loss": 0.5 - 0.1 * s} for s in range(1, 20)]
+    assert figure_of(records).axes[0].get_yscale() == "linear"
+
+
+def test_a_step_logged_twice_is_drawn_once_in_order():
+    records = history(10) + [{"step": 5, "loss": 9.0}]  # an earlier run's record of step 5
+    (line,) = [ln for ln in figure_of(records).axes[0].get_lines() if ln.get_label() == "loss"]
+    steps = list(line.get_xdata())
+    assert steps == sorted(steps) == list(range(1, 11)) and line.get_ydata()[4] == 9.0
+
+
+def test_the_rl_figure_smooths_reward_and_gives_exact_match_its_own_axis():
+    from trainspec.trainers.run.plot import RL_PANELS
+
+    records = [{"step": s, "reward": 0.3 + 0.01 * (s % 3), "loss": -0.01 * s} for s in range(1, 41)]
+    records += [{"step": s, "eval_exact_match": s / 100} for s in (0, 20, 40)]
+    reward, exact, loss = figure_of(records, RL_PANELS, "rl-demo").axes
+    labels = [line.get_label() for line in reward.get_lines()]
+    assert labels == ["reward, each step", "reward, mean of 10 steps"]
+    assert reward.collections, "the band between the raw and the smoothed reward"
+    assert exact.get_ylabel() == "held-out exact match"
+    assert [(ln.get_linestyle(), ln.get_marker()) for ln in exact.get_lines()] == [("-", "o")]
+    assert loss.get_yscale() == "linear"

@@ -94,3 +94,25 @@ def test_a_broken_stream_never_raises():
     progress.update(1, METRICS)
     progress.write("x")
     progress.close()
+
+
+def test_lines_show_the_latest_val_loss_lr_and_a_new_epoch():
+    stream = io.StringIO()
+    progress = Progress(10, 0, log_cfg(interval=1e-9), stream=stream)
+    progress.update(1, {**METRICS, "epoch": 0})
+    progress.update(2, {**METRICS, "val_loss": 1.25, "epoch": 0})
+    progress.update(3, {**METRICS, "epoch": 1})
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert "val loss" not in lines[0] and "lr 1.00e-05" in lines[0]
+    assert "val loss 1.2500" in lines[1] and "epoch" not in lines[1]
+    assert lines[2] == "epoch 2 begins: the data has been seen 1x"
+    assert "val loss 1.2500" in lines[3] and "epoch 2" in lines[3]
+
+
+def test_a_resumed_run_past_its_first_epoch_says_nothing_of_it():
+    stream = io.StringIO()
+    progress = Progress(10, 5, log_cfg(interval=1e-9), stream=stream)
+    progress.update(6, {**METRICS, "epoch": 3})
+    progress.close()
+    assert "begins" not in stream.getvalue() and "epoch 4" in stream.getvalue()

@@ -198,3 +198,20 @@ def test_a_full_then_read_only_disk(small_disk):
     assert refused.returncode == 1
     assert "Read-only file system" in refused.stderr and "Traceback" not in refused.stderr
     assert checkpoints(run_dir) == [40, 80, 90]
+
+
+def test_an_unreachable_hub_fails_at_once_with_one_message(tmp_path):
+    """A hub id with no way to the hub (HF_ENDPOINT at a closed local port, as no network
+    is): one probe, then one answer; no retries, no noise about the deployment."""
+    process = subprocess.run(
+        [SFT, "--output-dir", str(tmp_path), "--max-steps", "1"],  # model.name: a hub id
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env={**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": ""},
+    )
+    assert process.returncode == 1
+    lines = process.stderr.strip().splitlines()
+    assert lines[0] == "sft: cannot start"
+    assert "the hub cannot be reached from here" in lines[1] and "`hf download" in lines[2]
+    assert len(lines) == 3, process.stderr  # no retries, warnings or deployment notes

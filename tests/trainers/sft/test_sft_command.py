@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -113,8 +114,9 @@ def test_reference_style_at_file_and_dry_run(tmp_path):
 
 @pytest.mark.parametrize("processes", [2])
 def test_torchrun_matches_one_process(tmp_path, processes):
-    """`sft` launches torchrun itself; FSDP2 over gloo gives the 1-process losses."""
-    settings = {**TINY, "max_steps": 3, "data.length": "variable", "data.micro_batch_size": 2}
+    """`sft` launches torchrun itself; FSDP2 over gloo gives the 1-process losses. The batch
+    (4 rows, micro-batches of 4) splits into one forward of 2 rows on each process."""
+    settings = {**TINY, "max_steps": 3, "data.length": "variable"}
     settings["ckpt"] = {}
     runs = {}
     for n in (1, processes):
@@ -186,7 +188,15 @@ def test_two_local_nodes_meet_through_torchrun_rendezvous(tmp_path):
     assert _steps(tmp_path / "tiny") == [1, 2]  # rank 0 of the job writes the metrics
 
 
-def test_sigterm_to_a_torchrun_job_stops_every_worker_after_a_save(tmp_path):
+@pytest.mark.parametrize(
+    "name, deliver",
+    [
+        ("SIGTERM", lambda proc: proc.send_signal(signal.SIGTERM)),  # a scheduler's stop
+        # a terminal's Ctrl-C goes to the whole process group: the launcher and its workers
+        ("SIGINT", lambda proc: os.killpg(proc.pid, signal.SIGINT)),
+    ],
+)
+def test_a_stop_signal_to_a_torchrun_job_stops_every_worker_after_a_save(tmp_path, name, deliver):
     proc = sft_process(
         tmp_path,
         "--max-steps",
@@ -199,11 +209,42 @@ def test_sigterm_to_a_torchrun_job_stops_every_worker_after_a_save(tmp_path):
         "2",
         "--data.micro-batch-size",
         "2",
+        start_new_session=True,
     )
     run = _run_dir(tmp_path)
     _wait_for(lambda: len(_steps(run)) >= 2, proc, "two steps")
-    proc.send_signal(signal.SIGTERM)
+    deliver(proc)
     out, err = proc.communicate(timeout=WAIT)
     assert proc.returncode == 0, err[-3000:]
     assert _checkpoints(run) == [_steps(run)[-1]]
-    assert "the workers stopped after their step" in err
+    assert f"{name}: the workers stopped after their step" in err
+
+
+def test_ctrl_c_finishes_the_step_saves_and_says_so(tmp_path):
+    proc = sft_process(tmp_path, "--max-steps", "100000", "--ckpt.interval", "None")
+    run = _run_dir(tmp_path)
+    _wait_for(lambda: len(_steps(run)) >= 2, proc, "two steps")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == 0, err
+    last = _steps(run)[-1]
+    assert _checkpoints(run) == [last]
+    assert f"stop requested: stopping after step {last}" in err
+    assert f"checkpoints/step_{last}" in out and "Traceback" not in err
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+    """Steps of a second or so: the second Ctrl-C lands in the step the first lets finish."""
+    long_steps = ["--model.seq-len", "512", "--data.seq-len", "512", "--data.batch-size", "64"]
+    proc = sft_process(
+        tmp_path, "--max-steps", "100000", "--ckpt.interval", "None", *long_steps,
+        "--data.micro-batch-size", "64",
+    )  # fmt: skip
+    run = _run_dir(tmp_path)
+    _wait_for(lambda: len(_steps(run)) >= 2, proc, "two steps")
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)  # one signal at a time: the kernel merges a pending repeat into it
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == 128 + signal.SIGINT
+    assert "sft: stopped by SIGINT" in err and "Traceback" not in err

@@ -96,3 +96,24 @@ def test_resolved_config_is_written_and_reads_back(tmp_path):
     from_toml = load("sft", [directory / "config.toml"])
     assert from_json.config == config
     assert from_toml.config == config
+
+
+def test_a_run_ends_on_the_validation_loss_it_was_to_reach(tmp_path):
+    """val.stop_at_loss: the first validation at or below it ends the run with a checkpoint."""
+    rows = tmp_path / "val.jsonl"
+    chat = {"messages": [{"role": "user", "content": "ab"}, {"role": "assistant", "content": "ba"}]}
+    rows.write_text((json.dumps(chat) + "\n") * 4)
+    data = {"name": str(rows), "batch_size": 4, "seq_len": 32}
+    VAL = {"interval": 3, "data": data}  # noqa: N806 (a table, as in a config)
+    low = tiny_config(tmp_path / "never", max_steps=9, val={**VAL, "stop_at_loss": 1e-6})
+    assert train(low) == 0
+    assert max(m["step"] for m in metrics(low)) == 9  # never reached: max_steps is the cap
+    reach = tiny_config(
+        tmp_path / "reach", max_steps=9, val={**VAL, "stop_at_loss": 1e3}, ckpt={"interval": 50}
+    )
+    assert train(reach) == 0
+    assert [m["step"] for m in metrics(reach) if "loss" in m] == [1, 2, 3]
+    checkpoints = run_dir(reach) / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["latest", "step_3"]
+    assert (checkpoints / "latest").resolve() == (checkpoints / "step_3").resolve()
+    assert (checkpoints / "latest" / "weights" / "model.safetensors").is_file()

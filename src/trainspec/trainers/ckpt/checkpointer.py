@@ -12,7 +12,9 @@ Layout of `<ckpt.output_dir or run_dir/checkpoints>/step_<N>/`:
     trainer/          model + optimizer (torch.distributed.checkpoint; any world size reloads it)
     rank_<r>.pt       per rank: scheduler state, the loop's `extra`, random number generators
     weights/          Hugging Face format: model.safetensors (+ what `export` writes)
-    meta.json         written last: {"format", "step", "world_size"}; marks the step complete
+    meta.json         written last: {"format", "step", "world_size", "run"}; marks it complete
+
+and `latest`, a link to the checkpoint written last (`<run>/checkpoints/latest/weights` loads).
 
 A save builds `.step_<N>.tmp` and renames it when complete (see files.py), so a process killed
 at any point never leaves a `step_<N>` that `latest()` would pick.
@@ -161,6 +163,7 @@ class Checkpointer:
         self._agree(failure, step, temp, previous)
         if self.world.is_main:
             self._retain(step)
+            files.point_latest(self.directory, final)
             log.info("saved checkpoint %s", final)
         _barrier()
         return final

@@ -25,6 +25,7 @@ from trainspec.config.steps import step_of_dir
 META = "meta.json"
 TRAINER_DIR = "trainer"  # model + optimizer, torch.distributed.checkpoint format
 WEIGHTS_DIR = "weights"  # Hugging Face format, for inference tools
+LATEST = "latest"  # a link to the newest checkpoint written
 FORMAT_VERSION = 1
 
 
@@ -118,6 +119,15 @@ def publish(temp: Path, final: Path) -> None:
     else:
         os.rename(temp, final)
     _fsync(final.parent)
+
+
+def point_latest(directory: Path, step_dir: Path) -> None:
+    """`<directory>/latest` names the checkpoint just written (a relative symlink, replaced
+    atomically), so a path such as `<run>/checkpoints/latest/weights` always loads."""
+    link, temp = directory / LATEST, directory / f".{LATEST}.tmp"
+    temp.unlink(missing_ok=True)
+    os.symlink(step_dir.name, temp)
+    os.replace(temp, link)
 
 
 def delete(step_dir: Path) -> None:

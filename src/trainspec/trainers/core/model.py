@@ -19,6 +19,7 @@ from torch import nn
 
 from ..builtin import is_builtin
 from ..errors import SetupError
+from .hub import hub_fix, unreachable_reason
 from .lm import ChunkedLM
 from .sources import model_source
 
@@ -37,6 +38,10 @@ def _hf_config(model_cfg, source: str):
     try:
         config = AutoConfig.from_pretrained(source, trust_remote_code=model_cfg.trust_remote_code)
     except (OSError, ValueError) as err:
+        offline = unreachable_reason(source) if source == model_cfg.name else None
+        if offline:
+            problem = f"cannot load {source!r}: {offline}"
+            raise SetupError("model.name", problem, hub_fix(source)) from None
         raise SetupError(
             "model.name",
             f"cannot load {model_cfg.name!r}: {str(err).splitlines()[0]}",

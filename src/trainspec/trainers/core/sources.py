@@ -17,6 +17,7 @@ from trainspec.config.steps import step_of_dir
 
 from ..builtin import MODELS, PREFIX, builtin_model_dir, is_builtin
 from ..errors import SetupError
+from .hub import go_offline_unless_reachable
 
 OFFLINE_FIX = "a local directory, or builtin:tiny-qwen3"
 
@@ -34,6 +35,7 @@ def model_source(name: str, field: str) -> str:
             raise SetupError(field, f"{name!r} is not a built-in model", f"use one of: {known}")
         return str(directory)
     if not looks_local(name):
+        go_offline_unless_reachable()  # one probe, rather than a minute of retries
         return name  # a hub id
     path = Path(name).expanduser()
     if path.is_dir():
@@ -43,16 +45,17 @@ def model_source(name: str, field: str) -> str:
 
 
 def _what_writes(path: Path) -> str | None:
-    """For `<output_dir>/<run>/checkpoints/step_N/weights`: which run writes it, and the
-    command that trains it when a config under ./configs names that run."""
+    """For `<output_dir>/<run>/checkpoints/step_N/weights` (or `latest/weights`): which run
+    writes it, and the command that trains it when a config under ./configs names that run."""
     parts = path.parts
     if len(parts) < 4 or parts[-1] != "weights" or parts[-3] != "checkpoints":
         return None
     step = step_of_dir(parts[-2])
-    if step is None:
+    if step is None and parts[-2] != "latest":
         return None
     run_dir = Path(*parts[:-3])
-    said = f"it is the weights of checkpoint step_{step} of the run in {run_dir}"
+    which = f"checkpoint step_{step}" if step is not None else "the latest checkpoint"
+    said = f"it is the weights of {which} of the run in {run_dir}"
     for config in sorted(Path("configs").glob("**/*.toml")):
         try:
             document = tomllib.loads(config.read_text(encoding="utf-8"))
@@ -63,4 +66,4 @@ def _what_writes(path: Path) -> str | None:
         output_dir = document.get("output_dir", "outputs")
         if isinstance(name, str) and Path(str(output_dir), name) == run_dir:
             return f"{said}: train that run first, `sft {config}`, then start this one"
-    return f"{said}: train that run first (to step {step}), or point at weights that exist"
+    return f"{said}: train that run first, or point at weights that exist"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import SetupError
+from .hub import hub_fix, unreachable_reason
 from .sources import OFFLINE_FIX, model_source
 
 _PROBE = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
@@ -35,7 +36,10 @@ def _load(name: str, source: str, field: str, trust_remote_code: bool):
 
     try:
         return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-    except Exception as exc:  # offline, unknown id, gated repo, broken files: all the same fix
+    except Exception as exc:  # offline, unknown id, gated repo, broken files
+        offline = unreachable_reason(name) if source == name else None
+        if offline:
+            raise SetupError(field, f"cannot load {name!r}: {offline}", hub_fix(name)) from None
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SetupError(
             field,

@@ -73,6 +73,14 @@ def all_reduce_sum(value: float, world: World) -> float:
     return float(tensor.item())
 
 
+def all_reduce_max(value: int, world: World) -> int:
+    if world.world_size == 1:
+        return value
+    tensor = torch.tensor([value], dtype=torch.int64, device=world.device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())
+
+
 def any_rank(flag: bool, world: World) -> bool:
     """True on every rank when any rank says True (one decision for the whole job)."""
     return all_reduce_sum(1.0 if flag else 0.0, world) > 0

@@ -13,6 +13,7 @@ orchestrator waits for the trainer's final weights and evaluates them.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from ..run.run_dir import write_resolved_config
 from ..tasks import _stop_id
 from .advantages import group_advantages
 from .policy import Policy
+from .report import draw_rl_plot
 from .task import Task
 
 log = logging.getLogger("trainspec.orchestrator")
@@ -51,6 +53,17 @@ def evaluate(policy: Policy, task: Task, count: int, max_tokens: int) -> float:
         a.finished and task.exact(a.text, p.answer) for p, a in zip(prompts, answers, strict=True)
     ]
     return sum(hits) / max(1, len(hits))
+
+
+# Set by `rl` for its orchestrator: the trainer's progress bar shares the terminal.
+UNDER_RL = os.environ.get("TRAINSPEC_RL_SIDE") == "orchestrator"
+
+
+def said_eval(step: int, policy: int, score: float, count: int, final_weights=False) -> None:
+    which = "the final weights" if final_weights else f"the weights of step {policy}"
+    log.info(
+        "step %d: held-out exact match %.1f%% (%d prompts, %s)", step, 100 * score, count, which
+    )
 
 
 def run(config) -> int:
@@ -84,14 +97,9 @@ def run(config) -> int:
     log.info("starting at step %d with the weights of step %d", step, policy.step)
     monitor.continue_from(step)
     if held_out is not None and not monitor.has(step, "eval_exact_match"):
-        monitor.log(
-            step,
-            {
-                "eval_exact_match": evaluate(
-                    policy, held_out, config.eval.num_examples, config.sampling.max_tokens
-                )
-            },
-        )
+        score = evaluate(policy, held_out, config.eval.num_examples, config.sampling.max_tokens)
+        monitor.log(step, {"eval_exact_match": score})
+        said_eval(step, policy.step, score, config.eval.num_examples)
 
     # -- the loop --------------------------------------------------------------------------
     last_line = time.monotonic()
@@ -162,8 +170,10 @@ def run(config) -> int:
             metrics["eval_exact_match"] = evaluate(
                 policy, held_out, config.eval.num_examples, config.sampling.max_tokens
             )
+            said_eval(step, policy.step, metrics["eval_exact_match"], config.eval.num_examples)
         monitor.log(step, metrics)
-        if time.monotonic() - last_line >= config.log.interval or step == config.max_steps:
+        due = time.monotonic() - last_line >= config.log.interval
+        if (due and not UNDER_RL) or step == config.max_steps:  # under rl: the trainer's bar
             last_line = time.monotonic()
             log.info(
                 "step %d | reward %.3f | policy %d | %.1f samples/s",
@@ -180,10 +190,11 @@ def run(config) -> int:
     if final is not None and policy.wait_for(final, should_stop) and held_out is not None:
         score = evaluate(policy, held_out, config.eval.num_examples, config.sampling.max_tokens)
         monitor.log(final, {"eval_exact_match": score})
-        log.info("final weights (step %d): held-out exact match %.1f%%", final, 100 * score)
+        said_eval(final, final, score, config.eval.num_examples, final_weights=True)
     sender.close()
     policy.close()
     monitor.close()
+    draw_rl_plot(run_dir)
     should_stop.restore()
     release_run_dir(own_dir)
     return 0

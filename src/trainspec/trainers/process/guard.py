@@ -30,8 +30,20 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+_received: list[int] = []  # signals `_interrupt` took, in case one was raised where it is lost
+
+
 def _interrupt(signum, frame) -> None:
+    _received.append(signum)
     raise Interrupted(signum)
+
+
+def raise_if_interrupted() -> None:
+    """Raise the `Interrupted` of a signal taken before now. Python drops an exception that a
+    handler raises inside a finalizer (`__del__`, a weakref callback), so a SIGTERM at start-up
+    could otherwise go unanswered; the session calls this as it takes the signals over."""
+    if _received:
+        raise Interrupted(_received[0])
 
 
 def _say(text: str) -> None:
@@ -44,6 +56,7 @@ def run_guarded(command: str, train: Callable[[object], int], config) -> int:
     """`train(config)`, with every failure an operator can act on printed once (rank 0)."""
     on_main = threading.current_thread() is threading.main_thread()  # Python's rule for handlers
     previous = signal.signal(signal.SIGTERM, _interrupt) if on_main else None
+    _received.clear()
     try:
         return train(config)
     except RunError as err:

@@ -6,10 +6,12 @@ process acts at its next safe point, so the work in hand always finishes.
         ...one unit of work...
     stop.restore()                        # the handlers that were there before come back
 
-With `repeat_passes_on`, a signal that arrives once the flag is already raised goes to the
-handler that was there before (the default action: terminate, or KeyboardInterrupt for SIGINT),
-so a second Ctrl-C interrupts a process that hangs while finishing. Python lets only the main
-thread set handlers; elsewhere `install` leaves the signals alone with a warning.
+With `repeat_passes_on`, a signal that arrives a second time goes to the handler that was there
+before (the default action: terminate, or KeyboardInterrupt for SIGINT), so a second Ctrl-C
+interrupts a process that hangs while finishing; one of the other signals after the first is
+the same request again (a launcher passing the terminal's Ctrl-C on as SIGTERM) and counts.
+Python lets only the main thread set handlers; elsewhere `install` leaves the signals alone,
+with a warning.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class SignalFlag:
         self.signals = tuple(signals)
         self.repeat_passes_on = repeat_passes_on
         self.count = 0
+        self._seen: set[int] = set()
         self._previous: dict[signal.Signals, Handler] = {}
 
     def __call__(self) -> bool:
@@ -56,9 +59,10 @@ class SignalFlag:
         return ", ".join(signum.name for signum in self.signals)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.repeat_passes_on and self.count:
+        if self.repeat_passes_on and signum in self._seen:
             self._pass_on(signum, frame)
             return
+        self._seen.add(signum)
         self.count += 1
 
     def _pass_on(self, signum: int, frame: FrameType | None) -> None:

@@ -65,6 +65,12 @@ class RLMicroBatch:
     def to(self, device) -> RLMicroBatch:
         return RLMicroBatch(*(getattr(self, name).to(device) for name in self.FIELDS))
 
+    def padding(self) -> RLMicroBatch:
+        """A micro-batch of one row shaped like this one's that trains on nothing: a pass a
+        rank with fewer micro-batches runs so that every rank's passes pair up (FSDP)."""
+        row = _row_tensors([], self.input_ids.size(1), pad_id=0)
+        return RLMicroBatch(*(tensor.unsqueeze(0) for tensor in row))
+
 
 @dataclass
 class RolloutBatch:
@@ -159,12 +165,15 @@ def pack_samples(
     pad_id: int,
 ) -> list[list[RLMicroBatch]]:
     """Every rank's micro-batches for one step: rows of seq_len tokens dealt round-robin to
-    the ranks, then grouped `micro_batch_size` rows at a time. A rank that gets no row gets
-    one padding row (nothing trained on), so every rank runs at least one pass."""
+    the ranks, then grouped `micro_batch_size` rows at a time. Every rank gets as many rows,
+    padding rows (nothing trained on) making up the difference, so every rank runs the same
+    number of passes (at least one), which FSDP's collectives need."""
     rows = [_row_tensors(row, seq_len, pad_id) for row in _rows(samples, seq_len)]
+    per_rank = max(1, -(-len(rows) // ranks))
     shares: list[list[RLMicroBatch]] = []
     for rank in range(ranks):
-        mine = rows[rank::ranks] or [_row_tensors([], seq_len, pad_id)]
+        mine = rows[rank::ranks]
+        mine += [_row_tensors([], seq_len, pad_id) for _ in range(per_rank - len(mine))]
         groups = [mine[i : i + micro_batch_size] for i in range(0, len(mine), micro_batch_size)]
         shares.append(
             [RLMicroBatch(*(torch.stack(c) for c in zip(*g, strict=True))) for g in groups]

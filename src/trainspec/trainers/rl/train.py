@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..ckpt.checkpointer import PROGRESS_KEY
 from ..core.lm import token_logprobs
-from ..core.world import all_reduce_sum, any_rank, close_world, init_world
+from ..core.world import all_reduce_max, all_reduce_sum, any_rank, close_world, init_world
 from ..parts import Parts
 from ..preflight import check_rl_trainer
 from ..session import Session, start_run
@@ -35,8 +35,10 @@ def run_step(parts: Parts, batch: RolloutBatch, loss_fn) -> dict[str, float]:
     world = parts.world
     loss_tokens = all_reduce_sum(float(batch.num_loss_tokens), world)
     divisor = max(1.0, loss_tokens)  # 0: a step of samples that all earned their group's mean
+    passes = list(batch.micro_batches)  # as many on every rank: an uneven share is padded
+    passes += [passes[0].padding()] * (all_reduce_max(len(passes), world) - len(passes))
     totals: dict[str, float] = {"loss": 0.0}
-    for mb in parts.accumulate(batch.micro_batches):
+    for mb in parts.accumulate(passes):
         mb = mb.to(world.device)
         with parts.offloaded_activations():
             logprobs = token_logprobs(

@@ -137,6 +137,7 @@ def launch(config) -> int:
     orchestrator = subprocess.Popen(
         [sys.executable, *CHILD, "orchestrator", str(paths["orchestrator"])],
         start_new_session=True,
+        env={**os.environ, "TRAINSPEC_RL_SIDE": "orchestrator"},
     )
     trainer = subprocess.Popen(trainer_command(config, paths["trainer"]), start_new_session=True)
     try:

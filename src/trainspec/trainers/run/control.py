@@ -12,9 +12,10 @@ Two ways to ask, one answer per request:
 
 - a file named `checkpoint` or `stop` in `dir`, looked for every `poll_interval_steps` steps and
   deleted once seen, so that dropping a file acts exactly once;
-- `checkpoint_signal` / `stop_signal`: the handler only raises a flag, and the next `poll` takes
-  it, so the current step always finishes. A second stop signal (the trainer is already finishing
-  or saving) goes to the handler that was there before: Ctrl-C twice interrupts a hung step.
+- `checkpoint_signal` / `stop_signal` (and Ctrl-C, SIGINT, for a stop): the handler only raises
+  a flag, and the next `poll` takes it, so the current step always finishes. The same stop signal
+  a second time (the trainer is already finishing or saving) goes to the handler that was there
+  before: Ctrl-C twice interrupts a hung step.
 
 `[control]` set to null turns all of this off: `poll` answers "nothing" and no handler is set.
 In a job of several processes every process takes the signals (schedulers signal them all);
@@ -71,9 +72,12 @@ class Control:
             ("checkpoint", control_cfg.checkpoint_signal),
             ("stop", control_cfg.stop_signal),
         ):
-            if name is not None:
-                signum = signal.Signals[name]
-                self._flags[command] = SignalFlag((signum,), repeat_passes_on=command == "stop")
+            if name is None:
+                continue
+            signals = {signal.Signals[name]}
+            if command == "stop":  # Ctrl-C is a stop too: finish the step, save, say so
+                signals.add(signal.SIGINT)
+            self._flags[command] = SignalFlag(sorted(signals), repeat_passes_on=command == "stop")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

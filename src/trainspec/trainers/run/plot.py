@@ -1,14 +1,17 @@
-"""A picture of the run at its end: by default loss (and validation loss) against step, learning
-rate below; `panels` chooses other metrics (the RL run draws reward above loss).
+"""A picture of the run at its end, titled with the run: by default loss (log scale, validation
+loss as points) against step, and the learning rate below while it changes; the RL run draws
+reward (smoothed, the raw values as a faint band), held-out exact match and loss, each on an
+axis of its own.
 
-    save_plot(monitor.history, run_dir / "loss.png")   # the path, or None
-    save_plot(history, run_dir / "rl.png", (("reward", ("reward",)), ("loss", ("loss",))))
+    save_plot(monitor.history, run_dir / "loss.png", title=run_name)   # the path, or None
+    save_plot(history, run_dir / "rl.png", RL_PANELS, title=...)
 
-`history` is the Monitor's list of records (`step` plus metrics). Records without a number for a
-metric are skipped for that metric, so train and validation records can be mixed freely. The
-figure is drawn with matplotlib's Agg canvas directly (no pyplot, no display, no global state).
-A plot is a convenience: without matplotlib, or when the file cannot be written, this warns and
-returns None instead of failing the run.
+`history` is the Monitor's list of records (`step` plus metrics), in any order; a step logged
+twice counts once (its last value). Records without a number for a metric are skipped for that
+metric, so train and validation records can be mixed freely. The figure is drawn with
+matplotlib's Agg canvas directly (no pyplot, no display, no global state). A plot is a
+convenience: without matplotlib, or when the file cannot be written, this warns and returns
+None instead of failing the run.
 """
 
 from __future__ import annotations
@@ -17,40 +20,74 @@ import contextlib
 import logging
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
+SMOOTH_STEPS = 10  # the window of a smoothed series
+SPARSE = 0.5  # a series with under half the points of its panel's densest is drawn as points
+FEW = 30  # a line of at most this many points marks them
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One axis: its label, the metrics drawn on it and how."""
+
+    label: str
+    keys: tuple[str, ...]
+    log: bool = False  # a log scale, when every value is positive
+    smooth: bool = False  # a rolling mean over SMOOTH_STEPS, the raw values as a faint band
+    when_varies: bool = False  # drawn only when its values change (a constant lr says nothing)
+
+
+TRAINING_PANELS = (
+    Panel("loss", ("loss", "val_loss"), log=True),
+    Panel("learning rate", ("lr",), when_varies=True),
+)
+RL_PANELS = (
+    Panel("reward", ("reward",), smooth=True),
+    Panel("held-out exact match", ("eval_exact_match",)),
+    Panel("loss", ("loss",), smooth=True),  # a policy loss per step is mostly noise
+)
+
 
 def _series(history: list[dict], key: str) -> tuple[list[float], list[float]]:
-    steps, values = [], []
+    by_step: dict[float, float] = {}
     for record in history:
         value, step = record.get(key), record.get("step")
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
         if not isinstance(step, int | float) or not math.isfinite(value):
             continue
-        steps.append(step)
-        values.append(value)
-    return steps, values
+        by_step[step] = value
+    steps = sorted(by_step)
+    return steps, [by_step[step] for step in steps]
 
 
-# (y-axis label, metrics drawn on it) per panel, top to bottom
-Panels = tuple[tuple[str, tuple[str, ...]], ...]
-TRAINING_PANELS: Panels = (("loss", ("loss", "val_loss")), ("learning rate", ("lr",)))
+def _panels(history: list[dict], panels) -> list[tuple[Panel, list]]:
+    drawn = []
+    for panel in panels:
+        lines = [(key, _series(history, key)) for key in panel.keys]
+        lines = [(key, series) for key, series in lines if series[0]]
+        if not lines:
+            continue
+        values = [v for _, (_, vs) in lines for v in vs]
+        if panel.when_varies and max(values) == min(values):
+            continue
+        drawn.append((panel, lines))
+    return drawn
 
 
-def save_plot(history: list[dict], path: Path, panels: Panels = TRAINING_PANELS) -> Path | None:
+def save_plot(
+    history: list[dict], path: Path, panels=TRAINING_PANELS, title: str | None = None
+) -> Path | None:
     """Write a PNG of the `panels` metrics against step; None when there is nothing to plot."""
-    drawn = [(label, [(key, _series(history, key)) for key in keys]) for label, keys in panels]
-    drawn = [
-        (label, [(key, series) for key, series in lines if series[0]]) for label, lines in drawn
-    ]
-    drawn = [(label, lines) for label, lines in drawn if lines]
+    drawn = _panels(history, panels)
     if not drawn:
         return None
     try:
-        import matplotlib  # noqa: F401 (only the Agg canvas is used, see _draw)
+        import matplotlib  # noqa: F401 (only the Agg canvas is used, see draw)
     except ImportError:
         logger.warning("matplotlib is not installed, so no plot is drawn (pip install matplotlib)")
         return None
@@ -58,7 +95,7 @@ def save_plot(history: list[dict], path: Path, panels: Panels = TRAINING_PANELS)
     path = Path(path)
     partial = path.with_name(f".{path.name}.partial")
     try:
-        figure = _draw(drawn)
+        figure = draw(drawn, title)
         path.parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(partial, format="png", dpi=120)
         os.replace(partial, path)
@@ -70,25 +107,51 @@ def save_plot(history: list[dict], path: Path, panels: Panels = TRAINING_PANELS)
     return path
 
 
-def _draw(panels):
-    """The figure, on an Agg canvas of its own (pyplot's global state is never touched).
-    A series with one point per few steps (validation, evaluation) gets markers."""
+def _rolling(values: list[float], window: int) -> list[float]:
+    out, total = [], 0.0
+    for index, value in enumerate(values):
+        total += value
+        if index >= window:
+            total -= values[index - window]
+        out.append(total / min(index + 1, window))
+    return out
+
+
+def draw(drawn: list[tuple[Panel, list]], title: str | None = None):
+    """The figure, on an Agg canvas of its own (pyplot's global state is never touched)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(8, 3.2 * len(panels) + 0.6), layout="constrained")
+    figure = Figure(figsize=(8, 3.0 * len(drawn) + 0.8), layout="constrained")
     FigureCanvasAgg(figure)
-    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    for ax, (label, lines) in zip(axes, panels, strict=True):
+    axes = figure.subplots(len(drawn), 1, sharex=True, squeeze=False)[:, 0]
+    first, last = None, None
+    for ax, (panel, lines) in zip(axes, drawn, strict=True):
+        densest = max(len(steps) for _, (steps, _) in lines)
         for key, (steps, values) in lines:
-            sparse = len(steps) < 0.5 * max(len(s) for _, (s, _) in lines)
-            style = {"marker": "o", "markersize": 3} if sparse else {}
-            ax.plot(steps, values, label=key, linewidth=1.2, **style)
-        ax.set_ylabel(label)
-        if label == "learning rate":
+            first = min(steps[0], first) if first is not None else steps[0]
+            last = max(steps[-1], last) if last is not None else steps[-1]
+            if panel.smooth and len(values) > SMOOTH_STEPS:
+                raw = ax.plot(steps, values, linewidth=0.6, alpha=0.35, label=f"{key}, each step")
+                smoothed = _rolling(values, SMOOTH_STEPS)
+                mean = f"{key}, mean of {SMOOTH_STEPS} steps"
+                ax.plot(steps, smoothed, color=raw[0].get_color(), linewidth=1.6, label=mean)
+                ax.fill_between(steps, values, smoothed, color=raw[0].get_color(), alpha=0.12)
+            elif len(steps) < SPARSE * densest or len(steps) == 1:
+                ax.plot(steps, values, linestyle="none", marker="o", markersize=4, label=key)
+            else:  # a few points (evaluations) are marked
+                marker = {"marker": "o", "markersize": 3} if len(steps) <= FEW else {}
+                ax.plot(steps, values, linewidth=1.2, label=key, **marker)
+        values = [v for _, (_, vs) in lines for v in vs]
+        if panel.log and min(values) > 0:
+            ax.set_yscale("log")
+        ax.set_ylabel(panel.label + (" (log)" if ax.get_yscale() == "log" else ""))
+        if panel.label == "learning rate":
             ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-        ax.grid(alpha=0.3)
-        if len(lines) > 1:
+        ax.grid(alpha=0.3, which="both" if ax.get_yscale() == "log" else "major")
+        if len(lines) > 1 or panel.smooth:
             ax.legend(loc="best")
     axes[-1].set_xlabel("step")
+    heading = f"{title}: steps {first:g} to {last:g}" if title else f"steps {first:g} to {last:g}"
+    figure.suptitle(heading)
     return figure

@@ -8,8 +8,10 @@
 `Progress` shows a tqdm bar (step, loss, tokens/s, ETA) when its stream is a terminal and tqdm is
 installed; otherwise it writes a plain line (step, loss, lr, tokens/s, elapsed, ETA) at most
 every `log.interval` seconds, plus one for the last step at `close()`; in JSON mode those lines
-are JSON records too. It reads "loss", "reward" (RL), "lr" and "tokens_per_s"; others are left
-to the monitors. A stream that breaks (closed pipe) silences the progress, never the training.
+are JSON records too. It reads "loss", "reward" (RL), "val_loss" (the latest stays shown), "lr",
+"epoch" (shown, and said when a new one begins, from the second on) and "tokens_per_s"; others
+are left to the monitors. A stream that breaks (closed pipe) silences the progress, never the
+training.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ class Progress:
         self._printed_step: int | None = None
         self._metrics: dict = {}
         self._rates: list[float] = []  # tokens/s of the steps since the last line
+        self._val_loss: float | None = None  # the latest validation loss
+        self._epoch = 0  # passes over the data begun (SFT), counted from 0
+        self._updated = False
         self._bar = None
         if enabled and self._is_terminal():
             self._bar = self._make_bar()
@@ -89,6 +94,15 @@ class Progress:
             return
         done, self._step = step - self._step, step
         self._metrics = metrics
+        val_loss = _number(metrics.get("val_loss"))
+        if val_loss is not None:
+            self._val_loss = val_loss
+        epoch = _number(metrics.get("epoch"))
+        if epoch is not None and epoch > self._epoch:
+            begun, self._epoch = self._updated, int(epoch)  # a resumed run's first is no news
+            if begun:
+                self.write(f"epoch {self._epoch + 1} begins: the data has been seen {self._epoch}x")
+        self._updated = True
         rate = _number(metrics.get("tokens_per_s"))
         if rate is not None:
             self._rates.append(rate)
@@ -108,6 +122,13 @@ class Progress:
         reward = _number(self._metrics.get("reward"))
         if reward is not None:
             postfix.append(f"reward={reward:.3f}")
+        if self._val_loss is not None:
+            postfix.append(f"val={self._val_loss:.4f}")
+        lr = _number(self._metrics.get("lr"))
+        if lr is not None:
+            postfix.append(f"lr={lr:.1e}")
+        if self._epoch:
+            postfix.append(f"epoch={self._epoch + 1}")
         if self._rates:
             postfix.append(f"tok/s={self._rates[-1]:,.0f}")
             self._rates.clear()
@@ -134,8 +155,12 @@ class Progress:
         reward = _number(self._metrics.get("reward"))
         if reward is not None:
             parts.append(f"reward {reward:.3f}")
+        if self._val_loss is not None:
+            parts.append(f"val loss {self._val_loss:.4f}")
         if lr is not None:
             parts.append(f"lr {lr:.2e}")
+        if self._epoch:
+            parts.append(f"epoch {self._epoch + 1}")
         if rate is not None:
             parts.append(f"{rate:,.0f} tok/s")
         parts.append(f"elapsed {_duration(elapsed)}")
@@ -144,6 +169,7 @@ class Progress:
         text = " | ".join(parts)
         if self.json:
             fields = {"step": self._step, "total": self.total, "loss": loss, "lr": lr}
+            fields |= {"val_loss": self._val_loss, "epoch": self._epoch + 1}
             fields |= {"tokens_per_s": rate, "elapsed_s": round(elapsed, 3)}
             fields["eta_s"] = round(eta, 3) if eta is not None else None
             text = json_record("INFO", PROGRESS_LOGGER, text, **fields)

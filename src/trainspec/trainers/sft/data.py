@@ -22,6 +22,7 @@ import torch
 
 from ..core.lm import IGNORE_INDEX
 from ..errors import SetupError
+from ..preflight import batch_split
 from .packing import FakeStream, PackedStream, Row, empty_row
 from .render import Renderer, describe_sample, raise_first_error
 from .sources import OFFLINE_FIX, load_rows
@@ -52,17 +53,11 @@ def _stack(rows: list[Row]) -> MicroBatch:
 
 
 def _shares(data_cfg, prefix: str, world_size: int) -> tuple[int, int, int]:
-    """(batch_size, rows per rank, micro_batch_size), checking that they divide."""
-    batch, micro = data_cfg.batch_size, data_cfg.micro_batch_size
-    if batch % (micro * world_size):
-        raise SetupError(
-            f"{prefix}.batch_size",
-            f"= {batch} rows per step cannot be split into micro-batches of {micro} rows "
-            f"on {world_size} process(es)",
-            f"make {prefix}.batch_size a multiple of {prefix}.micro_batch_size × processes "
-            f"= {micro * world_size}",
-        )
-    return batch, batch // world_size, micro
+    """(batch_size, rows per rank, rows per forward), checking that they divide."""
+    split = batch_split(data_cfg, prefix, world_size)
+    if isinstance(split, SetupError):
+        raise split
+    return data_cfg.batch_size, *split
 
 
 class SFTData:

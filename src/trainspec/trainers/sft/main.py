@@ -35,12 +35,13 @@ def processes(deployment) -> tuple[int, int]:
 
 
 def reserved_for_inference(deployment) -> str:
-    """What the deployment leaves free for an inference server (this build starts none)."""
+    """What a deployment that sets num_infer_gpus (nodes) leaves free for an inference server
+    (this build starts none); nothing is said of the default."""
     if deployment.type == "multi_node":
-        count, unit = deployment.num_infer_nodes, "node"
+        count, unit, field = deployment.num_infer_nodes, "node", "num_infer_nodes"
     else:
-        count, unit = deployment.num_infer_gpus, "GPU"
-    if not count:
+        count, unit, field = deployment.num_infer_gpus, "GPU", "num_infer_gpus"
+    if not count or field not in deployment.model_fields_set:
         return ""
     return (
         f"deployment reserves {count} {unit}(s) for an inference server "
@@ -92,9 +93,9 @@ def run_workers(config, config_path: Path) -> int:
         )
         return failure.exitcode if failure.exitcode > 0 else 1
     except SignalException as err:
-        stop = config.control.stop_signal if config.control is not None else None
-        if err.sigval.name == stop:  # forwarded to every worker: they finished the step, saved
-            sys.stderr.write(f"sft: {stop}: the workers stopped after their step\n")
+        stops = {config.control.stop_signal, "SIGINT"} if config.control is not None else set()
+        if err.sigval.name in stops:  # forwarded to every worker: they finished the step, saved
+            sys.stderr.write(f"sft: {err.sigval.name}: the workers stopped after their step\n")
             return 0
         sys.stderr.write(f"sft: stopped by {err.sigval.name}\n")
         return 128 + int(err.sigval)

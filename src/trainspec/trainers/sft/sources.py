@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..builtin import is_builtin
+from ..core.hub import go_offline_unless_reachable
 from ..errors import SetupError
 from ..tasks import BUILTIN_DATASETS, load_builtin_dataset
 from .rows import check_json_files
@@ -77,6 +78,7 @@ def _load_source(name: str, subset: str | None, split: str, prefix: str):
     elif path.suffix in FILE_FORMATS or name.startswith((".", "/", "~")):
         raise SetupError(f"{prefix}.name", f"{name!r} does not exist", OFFLINE_FIX)
     else:
+        go_offline_unless_reachable()  # one probe, rather than a minute of retries
         what = f"{name!r} (subset {subset!r}, split {split!r}) from the hub"
         load = lambda: datasets.load_dataset(name, subset, split=split)  # noqa: E731
     try:

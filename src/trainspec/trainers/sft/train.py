@@ -60,6 +60,17 @@ def validate(model, batches: list[MicroBatch], world: World) -> float:
     return all_reduce_sum(total, world) / max(1.0, all_reduce_sum(float(targets), world))
 
 
+def reached(val_cfg, metrics: dict, step: int) -> bool:
+    """Whether this step's validation loss is the state `val.stop_at_loss` ends the run on
+    (the same answer on every rank: the loss is reduced over all of them)."""
+    target = val_cfg.stop_at_loss if val_cfg is not None else None
+    loss = metrics.get("val_loss")
+    if target is None or loss is None or loss > target:
+        return False
+    log.info("val loss %.4f <= val.stop_at_loss = %g at step %d: the run ends", loss, target, step)
+    return True
+
+
 def train(config) -> int:
     world = init_world(config.dist_timeout_seconds)
     run_dir = Path(config.output_dir) / config.run.dir
@@ -106,7 +117,7 @@ def train(config) -> int:
         metrics |= {"tokens_per_s": tokens / elapsed, "step_time_s": elapsed, "epoch": data.epoch}
         if val is not None and step % config.val.interval == 0:
             metrics["val_loss"] = validate(parts.model, val, world)
-        if session.after_step(step, metrics):
+        if session.after_step(step, metrics) or reached(config.val, metrics, step):
             break
 
     session.end(step, report=lambda: held_out_report(config, parts.model, parts.tokenizer, world))
