@@ -305,9 +305,9 @@ class ModelConfig(ConfigModel):
         Field(description="Maximum number of tokens in one training sequence.", ge=1),
     ] = 2048
     attn: Annotated[
-        Literal["flash_attention_2", "flash_attention_3", "flash_attention_4", "auto"],
+        Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3", "flash_attention_4", "auto"],
         Field(
-            description='Attention kernel; "auto" picks the best one for the GPU generation.'
+            description='Attention implementation; "auto" picks the best one the model family and the device support.'
         ),
     ] = "auto"
     compile: Annotated[

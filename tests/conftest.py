@@ -15,3 +15,15 @@ os.environ["TRAINSPEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="trainspec-test-cach
 @pytest.fixture(params=["rl", "sft"])
 def kind(request) -> str:
     return request.param
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for an in-process training test (the machine's cores go to the
+    test processes beside it), the setting restored after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

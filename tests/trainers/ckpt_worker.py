@@ -56,7 +56,7 @@ def training_state(model):
     return optimizer, scheduler
 
 
-def export(weights_dir: Path, state: dict) -> None:
+def export(weights_dir: Path, state: dict, adapter_dir: Path | None) -> None:
     tiny_qwen3(0).config.save_pretrained(weights_dir)
 
 

@@ -65,7 +65,8 @@ class Parts:
         """Every part from its own table; `seed` initialises a model without weights. The
         checkpoints carry the run's identity digest (trainspec.run_identity)."""
         tokenizer = build_tokenizer(config.tokenizer, config.model)
-        model = apply_parallelism(build_model(config.model, seed=seed), config.model, world)
+        lm = build_model(config.model, seed=seed, device_type=world.device.type)
+        model = apply_parallelism(lm, config.model, world)
         optimizer = build_optimizer(config.optim, model, sharded=world.world_size > 1)
         return cls(
             config=config,

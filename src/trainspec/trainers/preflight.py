@@ -35,7 +35,18 @@ def check_rl_trainer(config, processes: int, device_type: str) -> None:
 
 
 def _has(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a submodule of a package that is not installed
+        return False
+
+
+# The package each FlashAttention kernel comes from (flash-attn, its Hopper build, flash-attn-4).
+FLASH_PACKAGES = {
+    "flash_attention_2": "flash_attn",
+    "flash_attention_3": "flash_attn_interface",
+    "flash_attention_4": "flash_attn.cute",
+}
 
 
 def model_refusals(model_cfg, device_type: str, processes: int = 1) -> list[SetupError]:
@@ -54,12 +65,20 @@ def model_refusals(model_cfg, device_type: str, processes: int = 1) -> list[Setu
             "weights are converted only for the custom implementation, which this build lacks",
             "drop model.conversion_dir",
         )
-    if model_cfg.attn != "auto" and not (on_gpu and _has("flash_attn")):
+    attn = model_cfg.attn
+    package = FLASH_PACKAGES.get(attn)
+    if package is not None and not (on_gpu and _has(package)):
         refuse(
             "attn",
-            f'"{model_cfg.attn}" needs a CUDA GPU with the flash-attn package'
+            f'"{attn}" needs a CUDA GPU with the {package} package'
             f"{'' if on_gpu else f' (this device: {device_type})'}",
-            'use attn = "auto" (PyTorch SDPA)',
+            'use attn = "auto" (the best implementation the family and device support) or "sdpa"',
+        )
+    if attn == "flex_attention" and not on_gpu:
+        refuse(
+            "attn",
+            f'"flex_attention" has no backward pass on {device_type} (PyTorch runs it on GPUs)',
+            'use attn = "auto" or "sdpa"',
         )
     if model_cfg.vlm is not None:
         refuse("vlm", "vision-language training is not in this build", "drop [model.vlm]")

@@ -151,7 +151,8 @@ def flash_attention_4_only_with_custom_impl(cfg: BaseTrainerConfig, ctx: RuleCon
         ctx.error(
             "model.attn",
             f'= {show(model.attn)} needs model.impl "custom" or "auto", got {show(model.impl)}',
-            'with impl = "hf", set model.attn = "flash_attention_2" or "flash_attention_3"',
+            'with impl = "hf", set model.attn = "sdpa", "eager", "flash_attention_2" or '
+            '"flash_attention_3"',
             related=("model.impl",),
         )
 

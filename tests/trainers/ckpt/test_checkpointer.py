@@ -345,7 +345,7 @@ def test_hf_export_loads_with_transformers(tmp_path, world, monkeypatch, shard_b
 
     calls = []
 
-    def export(weights_dir: Path, state: dict) -> None:
+    def export(weights_dir: Path, state: dict, adapter_dir: Path | None) -> None:
         calls.append(sorted(state))
         lm.config.save_pretrained(weights_dir)
 

@@ -14,13 +14,7 @@ from sft_support import losses, metrics, run_dir, tiny_config
 from trainspec.config import load
 from trainspec.trainers.sft.train import train
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_loss_falls_on_learnable_data(tmp_path):

@@ -12,6 +12,7 @@ Layout of `<ckpt.output_dir or run_dir/checkpoints>/step_<N>/`:
     trainer/          model + optimizer (torch.distributed.checkpoint; any world size reloads it)
     rank_<r>.pt       per rank: scheduler state, the loop's `extra`, random number generators
     weights/          Hugging Face format: model.safetensors (+ what `export` writes)
+    adapter/          LoRA runs: the peft adapter (adapter_config.json, adapter_model.safetensors)
     meta.json         written last: {"format", "step", "world_size", "run"}; marks it complete
 
 and `latest`, a link to the checkpoint written last (`<run>/checkpoints/latest/weights` loads).
@@ -121,8 +122,8 @@ class Checkpointer:
         """Write step_<step> (a collective: every rank calls it) and apply retention.
 
         `extra` is this rank's plain state (data-loader position under "data", progress
-        counters under "progress"); `export(weights_dir, hf_state_dict)` runs on rank 0 after
-        the weights are written. Returns the final directory.
+        counters under "progress"); `export(weights_dir, hf_state_dict, adapter_dir)` runs on
+        rank 0 after the weights are written. Returns the final directory.
         """
         files.check_plain(extra, "extra")
         rank_state = {
@@ -153,7 +154,13 @@ class Checkpointer:
             failure = exc
         self._agree(failure, step, temp, previous)
         try:  # every rank gathers the weights; rank 0 writes them
-            export_weights(model, temp / files.WEIGHTS_DIR, export, is_main=self.world.is_main)
+            export_weights(
+                model,
+                temp / files.WEIGHTS_DIR,
+                export,
+                is_main=self.world.is_main,
+                adapter_dir=temp / files.ADAPTER_DIR,
+            )
             if self.world.is_main:
                 files.fsync_tree(temp)
                 files.write_meta(temp, step, self.world.world_size, self.run)

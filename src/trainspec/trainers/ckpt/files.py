@@ -25,6 +25,7 @@ from trainspec.config.steps import step_of_dir
 META = "meta.json"
 TRAINER_DIR = "trainer"  # model + optimizer, torch.distributed.checkpoint format
 WEIGHTS_DIR = "weights"  # Hugging Face format, for inference tools
+ADAPTER_DIR = "adapter"  # a LoRA run's peft adapter
 LATEST = "latest"  # a link to the newest checkpoint written
 FORMAT_VERSION = 1
 

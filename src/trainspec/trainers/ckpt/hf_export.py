@@ -12,15 +12,17 @@ receives it on the CPU and writes safetensors under the names the Hugging Face m
 
 Large models are split into 5 GiB shards with a `model.safetensors.index.json`, like the Hub.
 `hf_exporter` adds what such a directory needs beside the weights to load anywhere: the model's
-config.json and the tokenizer, with LoRA adapters merged into the weights they adapt.
+config.json and the tokenizer; a LoRA run's weights are merged by peft's `merge_and_unload` and
+its adapter is written beside them (a checkpoint's `step_<N>/adapter/`).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import torch
 from safetensors.torch import save_file
@@ -30,9 +32,10 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 WRAPPER_PREFIXES = ("_orig_mod.", "_checkpoint_wrapped_module.", "_fsdp_wrapped_module.")
 SHARD_BYTES = 5 * 1024**3
 
-# Called on rank 0 once the weights are written: export(weights_dir, hf_state_dict) adds
-# config.json, the tokenizer files and whatever else inference needs.
-Export = Callable[[Path, dict[str, torch.Tensor]], None]
+# Called on rank 0 once the weights are written: export(weights_dir, hf_state_dict,
+# adapter_dir) adds config.json, the tokenizer files and whatever else inference needs (a LoRA
+# adapter in adapter_dir, when one is given).
+Export = Callable[[Path, dict[str, torch.Tensor], Path | None], None]
 
 
 def clean_name(name: str) -> str:
@@ -113,7 +116,12 @@ def write_safetensors(weights: dict[str, torch.Tensor], weights_dir: Path) -> No
 
 
 def export_weights(
-    model: nn.Module, weights_dir: Path, export: Export | None, *, is_main: bool
+    model: nn.Module,
+    weights_dir: Path,
+    export: Export | None,
+    *,
+    is_main: bool,
+    adapter_dir: Path | None = None,
 ) -> None:
     """Gather the full weights (a collective: every rank calls) and write them on rank 0."""
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -125,40 +133,50 @@ def export_weights(
     weights = hf_state_dict(tensors, prefix=hf_prefix(model), aliases=tied_aliases(model))
     write_safetensors(weights, weights_dir)
     if export is not None:
-        export(weights_dir, weights)
+        export(weights_dir, weights, adapter_dir)
 
 
-def merge_lora(weights: dict[str, torch.Tensor], scale: float) -> dict[str, torch.Tensor]:
-    """`x.base_layer.weight` + scale · B·A → `x.weight`; adapter tensors dropped."""
-    if not any(".lora_A." in name for name in weights):
-        return weights
-    merged: dict[str, torch.Tensor] = {}
-    for name, tensor in weights.items():
-        if ".lora_A." in name or ".lora_B." in name:
-            continue
-        if ".base_layer." in name:
-            prefix, leaf = name.split(".base_layer.")
-            if leaf == "weight":
-                a = next(v for k, v in weights.items() if k.startswith(f"{prefix}.lora_A."))
-                b = next(v for k, v in weights.items() if k.startswith(f"{prefix}.lora_B."))
-                tensor = tensor + scale * (b.float() @ a.float()).to(tensor.dtype)
-            merged[f"{prefix}.{leaf}"] = tensor
-            continue
-        if ".original_module." in name:  # the frozen copy peft keeps of a modules_to_save entry
-            continue
-        merged[name.replace(".modules_to_save.default.", ".")] = tensor
-    return merged
+def peft_merged(lm: nn.Module, weights: dict[str, torch.Tensor]):
+    """The peft model of `lm`'s LoRA config holding `weights` (the full state dict, on the
+    CPU), built on the meta device and filled with them."""
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    lora_config = copy.deepcopy(cast("dict", lm.peft_config)["default"])
+    dtype = next(iter(weights.values())).dtype
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(cast("Any", lm.config), dtype=dtype)
+    peft_model = get_peft_model(skeleton, lora_config)
+    base = peft_model.get_base_model()
+    aliases = tied_aliases(base)  # before loading: assigning a tensor unties the alias
+    # merge_and_unload adds B·A into the base weights in place: those are copied, so the
+    # tensors of the live model (the CPU state dict shares them) stay as they are
+    own = {k: v.clone() if ".base_layer." in k else v for k, v in weights.items()}
+    missing, unexpected = base.load_state_dict(own, strict=False, assign=True)
+    if unexpected or any(name not in aliases for name in missing):
+        raise RuntimeError(f"LoRA export: missing {missing}, unexpected {unexpected}")
+    base.tie_weights()
+    return peft_model
 
 
 def hf_exporter(lm, tokenizer, lora_cfg) -> Export:
-    """export(weights_dir, state_dict) for the checkpointer: config, tokenizer, merged LoRA."""
+    """export(weights_dir, state_dict, adapter_dir) for the checkpointer and the broadcasts:
+    config and tokenizer beside the weights; with LoRA, the weights merged by peft's own
+    `merge_and_unload`, and the adapter (for PeftModel.from_pretrained, vLLM) in adapter_dir."""
 
-    def export(weights_dir: Path, state_dict: dict[str, torch.Tensor]) -> None:
+    def export(
+        weights_dir: Path, state_dict: dict[str, torch.Tensor], adapter_dir: Path | None
+    ) -> None:
         if lora_cfg is not None:
+            peft_model = peft_merged(lm, state_dict)
+            if adapter_dir is not None:
+                peft_model.save_pretrained(adapter_dir)
+                tokenizer.save_pretrained(adapter_dir)
+            merged = peft_model.merge_and_unload()
             for stale in weights_dir.glob("model*.safetensors*"):
                 stale.unlink()
-            merged = merge_lora(state_dict, lora_cfg.alpha / lora_cfg.rank)
-            write_safetensors(merged, weights_dir)
+            weights = hf_state_dict(merged.state_dict(), prefix="", aliases=tied_aliases(merged))
+            write_safetensors(weights, weights_dir)
         lm.config.save_pretrained(weights_dir)
         tokenizer.save_pretrained(weights_dir)
 

@@ -1,0 +1,53 @@
+"""`model.attn` picks transformers' attention implementation: as named, or for "auto" one the
+family supports; an impossible choice is refused at start, naming the field."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainspec.config import load
+from trainspec.trainers.core.model import build_model
+from trainspec.trainers.errors import SetupError
+from trainspec.trainers.preflight import model_refusals
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from families import save_tiny_model  # noqa: E402
+
+
+def model_cfg(source: Path, attn: str):
+    return load("sft", [], {"model.name": str(source), "model.attn": attn}).config.model
+
+
+@pytest.mark.parametrize(
+    "family, attn, expected",
+    [
+        ("llama", "auto", "sdpa"),
+        ("llama", "eager", "eager"),
+        ("llama", "sdpa", "sdpa"),
+        ("gemma2", "auto", "eager"),  # transformers has no SDPA path for Gemma 2
+        ("gpt_oss", "auto", "eager"),  # nor for GPT-OSS's attention sinks
+    ],
+)
+def test_the_implementation_is_the_one_configured(tmp_path, family, attn, expected):
+    model = build_model(model_cfg(save_tiny_model(family, tmp_path / family), attn), seed=0)
+    assert model.lm.config._attn_implementation == expected
+
+
+@pytest.mark.parametrize("family", ["gemma2", "gpt_oss"])
+def test_an_implementation_the_family_lacks_is_refused_by_name(tmp_path, family):
+    with pytest.raises(SetupError) as raised:
+        build_model(model_cfg(save_tiny_model(family, tmp_path / family), "sdpa"), seed=0)
+    error = raised.value
+    assert error.path == "model.attn" and "'sdpa'" in error.problem
+    assert 'attn = "auto"' in error.fix
+
+
+@pytest.mark.parametrize("attn", ["flash_attention_2", "flash_attention_3", "flex_attention"])
+def test_gpu_only_implementations_are_refused_on_the_cpu(tmp_path, attn):
+    config = model_cfg(tmp_path, attn)
+    (error,) = [e for e in model_refusals(config, "cpu") if e.path == "model.attn"]
+    assert f'"{attn}"' in error.problem and "cpu" in error.problem
+    assert 'attn = "auto"' in error.fix
