@@ -47,10 +47,35 @@ def write(path: Path, *lines: str | bytes) -> Path:
         ({"messages": ["hi"]}, "messages[0] is text, not a {role, content} object"),
         ({"prompt": "a", "completion": 5}, "completion is the number 5, not a list"),
         ([1, 2], "the row is a list, not an object with messages or prompt/completion"),
+        ({"conversations": "hi"}, "conversations is text, not a list of {from, value} turns"),
+        ({"conversations": [{"value": "hi"}]}, "conversations[0].from is null, not a speaker"),
+        ({"conversations": [{"from": "human"}]}, "conversations[0].value is null, not text"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]},
+            "messages[0].content[0] is a part of type 'input_audio': text-only models take text",
+        ),
+        ({"messages": [{"role": "user", "content": ["hi"]}]}, "messages[0].content[0] is text"),
+        ({**GOOD, "tools": "{"}, "tools is text that is not JSON"),
+        ({**GOOD, "tools": "5"}, "tools is the JSON text of the number 5, not of a list"),
+        ({**GOOD, "tools": {"type": "function"}}, "tools is an object, not a list of tools"),
     ],
 )
 def test_row_problems(row, problem):
     assert row_problem(row).startswith(problem)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "q"}]}]},
+        {**GOOD, "tools": '[{"type": "function", "function": {"name": "f"}}]'},
+        {**GOOD, "tools": ""},
+    ],
+    ids=["sharegpt", "text-parts", "tools-as-json-text", "no-tools"],
+)
+def test_the_other_layouts_are_chat_rows(row):
+    assert row_problem(row) is None
 
 
 def test_good_rows_pass_with_their_locations(tmp_path):

@@ -1,7 +1,8 @@
 """Turn one dataset row into token ids and a per-token loss mask, with the chat template.
 
-A row holds either `messages` (a list of {role, content}) or `prompt` and `completion` (each a
-string, read as a user and an assistant message, or a list of messages). The template renders
+A row holds `messages` (a list of {role, content}), ShareGPT `conversations`, or `prompt` and
+`completion` (each a string, read as a user and an assistant message, or a list of messages),
+and maybe `tools`; layouts.py turns each into messages with text content. The template renders
 growing prefixes of the conversation; the tokens each new message adds are trained on when
 `loss_mask.<role>` says so. The header that opens an assistant turn ("<|im_start|>assistant\\n")
 is rendered with the message before it, so it is never a target: the model learns what to answer,
@@ -15,7 +16,7 @@ from collections.abc import Callable
 
 from ..core.lm import IGNORE_INDEX
 from ..errors import SetupError
-from .rows import ROW_FIX, row_problem
+from .layouts import BadRow, conversation
 
 # Roles some datasets use, read as the role whose loss_mask switch they follow.
 ROLE_ALIASES = {"developer": "system", "human": "user", "gpt": "assistant", "function": "tool"}
@@ -30,20 +31,18 @@ def trained_roles(loss_mask_cfg) -> dict[str, bool]:
     }
 
 
-def _as_messages(value, role: str) -> list[dict]:
-    if isinstance(value, str):
-        return [{"role": role, "content": value}]
-    return list(value)
+def row_conversation(row: dict, field: str) -> tuple[list[dict], list | None]:
+    """(messages, tools) of a row in any layout (layouts.py); a row that holds no chat is a
+    SetupError on `field`."""
+    try:
+        return conversation(row)
+    except BadRow as bad:
+        raise SetupError(field, bad.problem, bad.fix) from None
 
 
 def row_messages(row: dict, field: str) -> list[dict]:
     """The conversation of a row; a row that holds none is a SetupError on `field`."""
-    problem = row_problem(row)
-    if problem:
-        raise SetupError(field, problem, ROW_FIX)
-    if row.get("messages") is not None:
-        return list(row["messages"])
-    return _as_messages(row["prompt"], "user") + _as_messages(row["completion"], "assistant")
+    return row_conversation(row, field)[0]
 
 
 def prefix_texts(tokenizer, messages: list[dict], tools=None) -> list[str]:
@@ -131,9 +130,8 @@ class Renderer:
         errors = [""] * size
         for i, row in enumerate(rows):
             try:
-                messages = row_messages(row, self.field)
-                tools = row.get("tools") if isinstance(row.get("tools"), list) else None
-                rendered = prefix_texts(self.tokenizer, messages, tools or None)
+                messages, tools = row_conversation(row, self.field)
+                rendered = prefix_texts(self.tokenizer, messages, tools)
             except SetupError as exc:
                 errors[i] = json.dumps([exc.path, exc.problem, exc.fix])
                 messages, rendered = [], []
