@@ -132,6 +132,12 @@ class SFTDatasetConfig(BaseDataConfig):
             validate_default=True,
         ),
     ] = {}
+    long_rows: Annotated[
+        Literal["truncate", "skip", "refuse"],
+        Field(
+            description="What to do with a rendered row longer than seq_len tokens; each start reports how many rows and trained tokens it affects."
+        ),
+    ] = "truncate"
 
 
 SFTDataConfig = TypeAliasType(

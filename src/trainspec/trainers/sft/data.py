@@ -65,6 +65,7 @@ class SFTData:
 
     def __init__(self, stream, data_cfg, prefix: str, rank: int, world_size: int) -> None:
         self.stream, self.rank = stream, rank
+        self.report: dict[str, int] = getattr(stream, "report", {})  # for the first metrics
         self.batch_size, self.per_rank, self.micro = _shares(data_cfg, prefix, world_size)
         self.next_row = 0
         self.epoch = 0
@@ -85,8 +86,9 @@ class SFTData:
 
 
 def render_dataset(data_cfg, tokenizer, prefix: str = "data"):
-    """Rows rendered to input_ids / loss_mask, and the list of lengths; rows with no token to
-    train on get length 0 (packing leaves them out) and are reported."""
+    """Rows rendered to input_ids / loss_mask, the list of lengths and the counts of rows
+    longer than seq_len; rows with no token to train on get length 0 (packing leaves them out)
+    and are reported, long rows are handled as `long_rows` says."""
     rows, where = load_rows(data_cfg, prefix)
     workers = data_cfg.num_workers
     rendered = rows.map(
@@ -105,13 +107,53 @@ def render_dataset(data_cfg, tokenizer, prefix: str = "data"):
     lengths = list(rendered["length"])
     if not lengths:
         raise SetupError(f"{prefix}.name", "holds no rows", OFFLINE_FIX)
-    empty = [i for i, targets in enumerate(rendered["targets"]) if targets == 0]
+    targets = list(rendered["targets"])
+    empty = [i for i, n in enumerate(targets) if n == 0]
     for i in empty:
         lengths[i] = 0
     if empty:
         report_untrained(rendered.select(empty), empty, len(lengths), data_cfg, prefix, row_at)
+    cut = long_rows(lengths, targets, list(rendered["trained"]), data_cfg, prefix, row_at)
     kept = rendered.remove_columns([c for c in rendered.column_names if c not in KEPT])
-    return kept, lengths
+    return kept, lengths, cut
+
+
+def long_rows(lengths, targets, trained, data_cfg, prefix: str, row_at) -> dict[str, int]:
+    """Rows longer than seq_len, as `long_rows` says: cut at seq_len (their trained tokens past
+    it are not trained on), left out (their length set to 0) or refused; said at start, and
+    counted for metrics.jsonl ({"rows_long", "targets_cut"})."""
+    seq_len, policy = data_cfg.seq_len, data_cfg.long_rows
+    long = [i for i, n in enumerate(lengths) if n > seq_len]
+    lost = sum(trained[i] - targets[i] for i in long)
+    counts = {"rows_long": len(long), "targets_cut": lost if policy == "truncate" else 0}
+    if not long:
+        return counts
+    examples = ", ".join(f"{row_at(i)} ({lengths[i]} tokens)" for i in long[:SHOWN_ROWS])
+    held = sum(trained[i] for i in long)
+    problem = (
+        f"{len(long)} of {len(lengths)} rows are longer than {prefix}.seq_len = {seq_len} "
+        f"tokens (e.g. {examples}); {lost} of their {held} trained tokens lie past it"
+    )
+    switch = f"{prefix}.long_rows"
+    if policy == "refuse":
+        fix = f'raise {prefix}.seq_len (and model.seq_len), or set {switch} = "truncate" or "skip"'
+        raise SetupError(switch, problem, fix)
+    if policy == "skip":
+        for i in long:
+            lengths[i] = 0
+        if not any(lengths):
+            fix = f'raise {prefix}.seq_len (and model.seq_len), or set {switch} = "truncate"'
+            raise SetupError(switch, f"{problem}: skipping them leaves no row", fix)
+        log.warning('%s: %s; they are left out (%s = "skip")', switch, problem, switch)
+        return counts
+    log.warning(
+        '%s: %s; they are cut there and those tokens not trained on (%s = "truncate"; '
+        '"skip" leaves such rows out, "refuse" stops)',
+        switch,
+        problem,
+        switch,
+    )
+    return counts
 
 
 KEPT = ("input_ids", "loss_mask")
@@ -148,8 +190,8 @@ def report_untrained(untrained, indices, total, data_cfg, prefix, row_at) -> Non
 
 
 def _chat_stream(data_cfg, tokenizer, prefix: str) -> PackedStream:
-    rendered, lengths = render_dataset(data_cfg, tokenizer, prefix)
-    return PackedStream(
+    rendered, lengths, cut = render_dataset(data_cfg, tokenizer, prefix)
+    stream = PackedStream(
         rendered,
         lengths,
         data_cfg.seq_len,
@@ -157,6 +199,8 @@ def _chat_stream(data_cfg, tokenizer, prefix: str) -> PackedStream:
         shuffle=data_cfg.shuffle,
         seed=data_cfg.seed,
     )
+    stream.report = {f"data_{name}": count for name, count in cut.items()}
+    return stream
 
 
 def build_sft_data(data_cfg, tokenizer, *, rank: int, world_size: int) -> SFTData:

@@ -79,6 +79,7 @@ class PackedStream:
         self.dataset, self.lengths = dataset, list(lengths)
         self.seq_len, self.pad_id = seq_len, pad_id
         self.shuffle, self.seed = shuffle, seed
+        self.report: dict[str, int] = {}  # what the data's preparation counted, for metrics
         self._set_epoch(0, 0)
 
     def _set_epoch(self, epoch: int, first_row: int) -> None:

@@ -110,6 +110,8 @@ def train(config) -> int:
             log.info("first sample:\n%s", describe_sample(micro_batches[0], parts.tokenizer))
         loss, targets = run_step(parts, micro_batches)
         metrics = {"loss": loss, **parts.update(), "targets": targets}
+        if step == parts.start_step:  # once per start: the rows longer than data.seq_len
+            metrics |= data.report
         step += 1
         tokens = sum(mb.input_ids.numel() for mb in micro_batches) * world.world_size
         tokens_seen += tokens
