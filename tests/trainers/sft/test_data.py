@@ -96,7 +96,7 @@ def test_assistant_mask_on_a_hand_checked_conversation(tokenizer):
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "ih"},
     ]
-    ids, mask = render_messages(tokenizer, messages, trained_roles(config().data.loss_mask))
+    ((ids, mask),) = render_messages(tokenizer, messages, trained_roles(config().data.loss_mask))
     assert ids == tokenizer.apply_chat_template(messages, tokenize=True, return_dict=False)
     trained = [t for t, m in zip(ids, mask, strict=True) if m]
     # "ih" + <|im_end|> + "\n": the assistant header belongs to the user turn.
@@ -118,7 +118,7 @@ def test_user_and_system_masks(tokenizer):
             "data.loss_mask.assistant": False,
         }
     ).data.loss_mask
-    ids, mask = render_messages(tokenizer, messages, trained_roles(loss_mask))
+    ((ids, mask),) = render_messages(tokenizer, messages, trained_roles(loss_mask))
     # One token per byte, one per special: <|im_start|> "system\n" "sys" <|im_end|> "\n".
     system = 1 + 7 + 3 + 1 + 1
     # <|im_start|> "user\n" "hi" <|im_end|> "\n", then the header <|im_start|> "assistant\n".
@@ -133,10 +133,10 @@ def test_multi_turn_with_tool_messages(tokenizer):
         {"role": "tool", "content": "ccc"},
         {"role": "assistant", "content": "dddd"},
     ]
-    _, mask = render_messages(tokenizer, messages, trained_roles(config().data.loss_mask))
+    ((_, mask),) = render_messages(tokenizer, messages, trained_roles(config().data.loss_mask))
     assert sum(mask) == (2 + 2) + (4 + 2)  # both answers with their end of turn
     loss_mask = config(**{"data.loss_mask.tool": True}).data.loss_mask
-    _, mask = render_messages(tokenizer, messages, trained_roles(loss_mask))
+    ((_, mask),) = render_messages(tokenizer, messages, trained_roles(loss_mask))
     tool = (1 + 5 + 3 + 1 + 1) + HEADER  # <|im_start|> "tool\n" "ccc" <|im_end|> "\n"
     assert sum(mask) == 10 + tool
 

@@ -300,7 +300,7 @@ def test_a_part_that_is_not_text_is_refused(tmp_path, tokenizer):
 def rendered(tokenizer, rows: list[dict]) -> dict:
     cfg = config()
     return Renderer(tokenizer, cfg.data.loss_mask, "data.name", 200)(
-        {key: [row.get(key) for row in rows] for key in rows[0]}
+        {key: [row.get(key) for row in rows] for key in rows[0]}, list(range(len(rows)))
     )
 
 

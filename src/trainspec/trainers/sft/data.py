@@ -94,16 +94,21 @@ def render_dataset(data_cfg, tokenizer, prefix: str = "data"):
     rendered = rows.map(
         Renderer(tokenizer, data_cfg.loss_mask, f"{prefix}.name", data_cfg.seq_len),
         batched=True,
+        with_indices=True,
         remove_columns=rows.column_names,
         num_proc=workers if workers > 1 else None,
         keep_in_memory=True,
         desc=f"rendering {prefix}",
     )
 
-    def row_at(index: int) -> str:
-        return where[index] if where is not None else f"row {index + 1}"
+    sources = list(rendered["source"])
+
+    def row_at(index: int) -> str:  # the source row of sample `index`
+        row = sources[index]
+        return where[row] if where is not None else f"row {row + 1}"
 
     raise_first_error(rendered["error"], row_at)
+    say_turn_by_turn(rendered["turn_by_turn"], sources, prefix)
     lengths = list(rendered["length"])
     if not lengths:
         raise SetupError(f"{prefix}.name", "holds no rows", OFFLINE_FIX)
@@ -116,6 +121,24 @@ def render_dataset(data_cfg, tokenizer, prefix: str = "data"):
     cut = long_rows(lengths, targets, list(rendered["trained"]), data_cfg, prefix, row_at)
     kept = rendered.remove_columns([c for c in rendered.column_names if c not in KEPT])
     return kept, lengths, cut
+
+
+def say_turn_by_turn(rewritten: list[bool], sources: list[int], prefix: str) -> None:
+    """One line when the template rewrote history, so conversations became one sample per
+    trained message (render.turn_by_turn)."""
+    rows = {row for row, flag in zip(sources, rewritten, strict=True) if flag}
+    if not rows:
+        return
+    samples = sum(rewritten)
+    log.info(
+        "%s: the chat template renders earlier turns differently once the conversation goes "
+        "on (as Qwen3 drops the <think> of earlier answers), so %d conversation(s) train turn "
+        "by turn: %d samples, each trained message after the conversation up to it as the "
+        "template renders it then",
+        f"{prefix}.name",
+        len(rows),
+        samples,
+    )
 
 
 def long_rows(lengths, targets, trained, data_cfg, prefix: str, row_at) -> dict[str, int]:

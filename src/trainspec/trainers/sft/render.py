@@ -69,27 +69,62 @@ def prefix_texts(tokenizer, messages: list[dict], tools=None) -> list[str]:
     return texts
 
 
+class RewritesHistory(SetupError):
+    """The template renders earlier messages differently once a message is added."""
+
+
 def assign_tokens(
     messages: list[dict], prefix_ids: list[list[int]], trained: dict[str, bool]
 ) -> tuple[list[int], list[bool]]:
     """Ids of the whole conversation and, per token, whether the message that added it is
-    trained on. Each prefix's tokens must start with the previous prefix's tokens."""
+    trained on. Each prefix's tokens must start with the previous prefix's tokens, else
+    RewritesHistory."""
     ids: list[int] = []
     mask: list[bool] = []
     for message, current in zip(messages, prefix_ids, strict=True):
         if current[: len(ids)] != ids:
-            raise SetupError(
+            raise RewritesHistory(
                 "tokenizer.chat_template",
                 "the chat template renders a conversation differently once a message is "
-                f"added (at a {message['role']!r} message), so tokens cannot be assigned to "
-                "the message that produced them",
+                f"added (at a {message['role']!r} message)",
                 "set tokenizer.chat_template to a template whose output only grows "
                 "(for example ChatML without history rewriting)",
             )
-        role = ROLE_ALIASES.get(message["role"], message["role"])
-        mask.extend([bool(trained.get(role, False))] * (len(current) - len(ids)))
+        mask.extend([_trains(message, trained)] * (len(current) - len(ids)))
         ids = list(current)
     return ids, mask
+
+
+def turn_by_turn(
+    messages: list[dict], prefix_ids: list[list[int]], trained: dict[str, bool]
+) -> list[tuple[list[int], list[bool]]]:
+    """For a template that rewrites history (Qwen3 drops the <think> block of answers before
+    the latest question): one sample per trained message, the conversation up to it as the
+    template renders it then, only its own tokens trained, exactly what the model sees when it
+    writes that message."""
+    samples = []
+    for k, message in enumerate(messages):
+        if not _trains(message, trained):
+            continue
+        before = prefix_ids[k - 1] if k else []
+        current = prefix_ids[k]
+        if current[: len(before)] != before:
+            raise SetupError(
+                "tokenizer.chat_template",
+                f"the chat template renders a {message['role']!r} message's own conversation "
+                "differently from the prompt that precedes it (its generation prompt is not "
+                "how it renders the message), so its tokens cannot be told from the prompt",
+                "set tokenizer.chat_template to a template whose generation prompt opens the "
+                "turn it renders",
+            )
+        samples.append(
+            (list(current), [False] * len(before) + [True] * (len(current) - len(before)))
+        )
+    return samples
+
+
+def _trains(message: dict, trained: dict[str, bool]) -> bool:
+    return bool(trained.get(ROLE_ALIASES.get(message["role"], message["role"]), False))
 
 
 def _tokenize(tokenizer, texts: list[str]) -> list[list[int]]:
@@ -99,21 +134,43 @@ def _tokenize(tokenizer, texts: list[str]) -> list[list[int]]:
 
 def render_messages(
     tokenizer, messages: list[dict], trained: dict[str, bool], tools=None
-) -> tuple[list[int], list[bool]]:
-    """Token ids of the whole conversation and, per token, whether it is trained on."""
-    texts = prefix_texts(tokenizer, messages, tools)
-    return assign_tokens(messages, _tokenize(tokenizer, texts), trained)
+) -> list[tuple[list[int], list[bool]]]:
+    """The samples of a conversation, each token ids and per token whether it is trained on:
+    the whole conversation, or one per trained message where the template rewrites history."""
+    prefix_ids = _tokenize(tokenizer, prefix_texts(tokenizer, messages, tools))
+    return samples_of(messages, prefix_ids, trained)[0]
+
+
+def samples_of(
+    messages: list[dict], prefix_ids: list[list[int]], trained: dict[str, bool]
+) -> tuple[list[tuple[list[int], list[bool]]], bool]:
+    """(samples, whether the template rewrote history so they are one per trained message)."""
+    try:
+        return [assign_tokens(messages, prefix_ids, trained)], False
+    except RewritesHistory:
+        return turn_by_turn(messages, prefix_ids, trained), True
 
 
 # The columns Renderer writes (beside "error").
-RENDERED = ("input_ids", "loss_mask", "length", "targets", "trained", "unknown_roles")
+RENDERED = (
+    "input_ids",
+    "loss_mask",
+    "length",
+    "targets",
+    "trained",
+    "unknown_roles",
+    "source",  # the index of the row the sample comes from
+    "turn_by_turn",  # whether its conversation was rendered one trained message at a time
+)
 
 
 class Renderer:
-    """A picklable batched function for `datasets.map`: rows → input_ids, loss_mask, length,
-    targets (the tokens it trains on within `seq_len`), error. Errors are returned as a column
-    (JSON of path, problem, fix) rather than raised, so they cross worker processes intact;
-    `raise_first_error` turns the first into a SetupError.
+    """A picklable batched function for `datasets.map(..., with_indices=True)`: rows → samples
+    of input_ids, loss_mask, length, targets (the tokens it trains on within `seq_len`), the
+    source row's index, error; a row gives one sample, or one per trained message where the
+    template rewrites history. Errors are returned as a column (JSON of path, problem, fix)
+    rather than raised, so they cross worker processes intact; `raise_first_error` turns the
+    first into a SetupError.
     """
 
     def __init__(self, tokenizer, loss_mask_cfg, field: str, seq_len: int) -> None:
@@ -122,7 +179,7 @@ class Renderer:
         self.field = field
         self.seq_len = seq_len
 
-    def __call__(self, batch: dict) -> dict:
+    def __call__(self, batch: dict, indices: list[int]) -> dict:
         size = len(next(iter(batch.values())))
         rows = [{key: values[i] for key, values in batch.items()} for i in range(size)]
         conversations: list[tuple[list[dict], int, int]] = []
@@ -133,29 +190,41 @@ class Renderer:
                 messages, tools = row_conversation(row, self.field)
                 rendered = prefix_texts(self.tokenizer, messages, tools)
             except SetupError as exc:
-                errors[i] = json.dumps([exc.path, exc.problem, exc.fix])
+                errors[i] = _said(exc)
                 messages, rendered = [], []
             conversations.append((messages, len(texts), len(rendered)))
             texts.extend(rendered)
         tokens = _tokenize(self.tokenizer, texts)
-        out: dict[str, list] = {key: [] for key in RENDERED}
+        out: dict[str, list] = {key: [] for key in (*RENDERED, "error")}
         for i, (messages, start, count) in enumerate(conversations):
-            ids: list[int] = []
-            mask: list[bool] = []
+            samples: list[tuple[list[int], list[bool]]] = [([], [])]
+            rewritten = False
             if not errors[i]:
                 try:
-                    ids, mask = assign_tokens(messages, tokens[start : start + count], self.trained)
+                    found, rewritten = samples_of(
+                        messages, tokens[start : start + count], self.trained
+                    )
+                    samples = found or samples  # none trained: one empty sample, reported
                 except SetupError as exc:
-                    errors[i] = json.dumps([exc.path, exc.problem, exc.fix])
-            out["input_ids"].append(ids)
-            out["loss_mask"].append(mask)
-            out["length"].append(len(ids))
-            # Position t trains on token t + 1; packing cuts a row at seq_len tokens.
-            out["targets"].append(sum(mask[1 : self.seq_len]))
-            out["trained"].append(sum(mask))
+                    errors[i] = _said(exc)
             roles = {ROLE_ALIASES.get(m["role"], m["role"]) for m in messages}
-            out["unknown_roles"].append(sorted(r for r in roles if r not in self.trained))
-        return out | {"error": errors}
+            unknown = sorted(r for r in roles if r not in self.trained)
+            for ids, mask in samples:
+                out["input_ids"].append(ids)
+                out["loss_mask"].append(mask)
+                out["length"].append(len(ids))
+                # Position t trains on token t + 1; packing cuts a row at seq_len tokens.
+                out["targets"].append(sum(mask[1 : self.seq_len]))
+                out["trained"].append(sum(mask))
+                out["unknown_roles"].append(unknown)
+                out["source"].append(indices[i])
+                out["turn_by_turn"].append(rewritten)
+                out["error"].append(errors[i])
+        return out
+
+
+def _said(error: SetupError) -> str:
+    return json.dumps([error.path, error.problem, error.fix])
 
 
 def raise_first_error(errors: list[str], where: Callable[[int], str]) -> None:
