@@ -9,7 +9,7 @@ from trainspec.config_model import ConfigModel
 
 class RendererConfig(ConfigModel):
     """
-    How chat examples become tokens: the tokenizer's chat template, or one of the reference's named renderers (accepted so its configs validate, refused at start).
+    How chat examples become tokens: the tokenizer's chat template, or one of the reference's named renderers (from the renderers package).
     """
 
     model_config = ConfigDict(

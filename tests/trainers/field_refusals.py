@@ -72,7 +72,7 @@ REFUSALS = [
     ("model.dp_replicate", {"model.dp_replicate": 2}, False),
     ("model.debug.force_balanced_routing", {"model.debug.force_balanced_routing": True}, False),
     ("memory_profiler_path", {"memory_profiler_path": "PROFILE"}, True),
-    ("renderer.name", {"renderer.name": "qwen3"}, False),
+    ("renderer.name", {"renderer.name": "custom"}, False),
     ("renderer.thinking_retention", {"renderer.thinking_retention": "all"}, False),
     ("weight_broadcast", {"weight_broadcast": {"type": "filesystem"}}, False),
     (

@@ -14,10 +14,9 @@ from __future__ import annotations
 import importlib.util
 
 from .errors import SetupError, raise_all
+from .sft.named_renderers import TEMPLATE_RENDERERS
 
 INFLIGHT_DEFAULT = 5
-# Renderers that mean "the tokenizer's chat template" here.
-TEMPLATE_RENDERERS = ("auto", "default")
 
 
 def check_sft(config, processes: int, device_type: str) -> None:
@@ -198,23 +197,23 @@ def sft_refusals(config, processes: int) -> list[SetupError]:
         if isinstance(split, SetupError):
             errors.append(split)
     renderer = config.renderer
-    if renderer.name not in TEMPLATE_RENDERERS:
+    if renderer.name == "custom":
         errors.append(
             SetupError(
                 "renderer.name",
-                f'"{renderer.name}" is one of the reference\'s own renderers, which this build '
-                "does not implement: it renders every example with the tokenizer's chat template",
-                'use renderer.name = "auto" (or set tokenizer.chat_template to the template '
-                "you need)",
+                '"custom" loads a renderer class by import path, a field this schema does not '
+                "carry",
+                'use one of the named renderers, or renderer.name = "auto"',
             )
         )
-    if renderer.thinking_retention is not None:
+    if renderer.thinking_retention is not None and renderer.name in TEMPLATE_RENDERERS:
         errors.append(
             SetupError(
                 "renderer.thinking_retention",
-                "the chat template renders messages as written; reasoning retention is a "
-                "feature of the named renderers this build does not implement",
-                "drop renderer.thinking_retention (strip reasoning from your data instead)",
+                "the tokenizer's chat template renders messages as written; reasoning "
+                "retention is a feature of the named renderers",
+                'name a renderer (renderer.name = "prime-qwen3", ...) or drop '
+                "renderer.thinking_retention",
             )
         )
     if config.weight_broadcast is not None:

@@ -70,3 +70,14 @@ def sft_process(tmp_path: Path, *extra: str, **popen) -> subprocess.Popen:
         env=env,
         **popen,
     )
+
+
+# Two questions, each answer with its reasoning: what history-rewriting templates and the
+# reference's named renderers treat differently.
+THINKING_CHAT = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "2+2?"},
+    {"role": "assistant", "content": "4", "reasoning_content": "add"},
+    {"role": "user", "content": "3+3?"},
+    {"role": "assistant", "content": "6", "reasoning_content": "add again"},
+]

@@ -10,6 +10,7 @@ import json
 import logging
 
 import pytest
+from sft_support import THINKING_CHAT as CONVERSATION
 
 from trainspec.config import load
 from trainspec.trainers.core.tokenizer import build_tokenizer
@@ -63,14 +64,6 @@ PHI3 = (
     "{%- for m in messages %}{{- '<|' + m.role + '|>\\n' + m.content + '<|end|>\\n' }}"
     "{%- endfor %}{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- endif %}"
 )
-
-CONVERSATION = [
-    {"role": "system", "content": "Be brief."},
-    {"role": "user", "content": "2+2?"},
-    {"role": "assistant", "content": "4", "reasoning_content": "add"},
-    {"role": "user", "content": "3+3?"},
-    {"role": "assistant", "content": "6", "reasoning_content": "add again"},
-]
 
 
 def tokenizer_with(template: str):

@@ -23,6 +23,7 @@ import torch
 from ..core.lm import IGNORE_INDEX
 from ..errors import SetupError
 from ..preflight import batch_split
+from .named_renderers import NamedRendering, uses_named_renderer
 from .packing import FakeStream, PackedStream, Row, empty_row
 from .render import Renderer, describe_sample, raise_first_error
 from .sources import OFFLINE_FIX, load_rows
@@ -85,14 +86,16 @@ class SFTData:
         self.stream.restore(state)
 
 
-def render_dataset(data_cfg, tokenizer, prefix: str = "data"):
+def render_dataset(data_cfg, tokenizer, prefix: str = "data", renderer_cfg=None):
     """Rows rendered to input_ids / loss_mask, the list of lengths and the counts of rows
     longer than seq_len; rows with no token to train on get length 0 (packing leaves them out)
     and are reported, long rows are handled as `long_rows` says."""
     rows, where = load_rows(data_cfg, prefix)
     workers = data_cfg.num_workers
     rendered = rows.map(
-        Renderer(tokenizer, data_cfg.loss_mask, f"{prefix}.name", data_cfg.seq_len),
+        Renderer(
+            tokenizer, data_cfg.loss_mask, f"{prefix}.name", data_cfg.seq_len, named(renderer_cfg)
+        ),
         batched=True,
         with_indices=True,
         remove_columns=rows.column_names,
@@ -212,8 +215,15 @@ def report_untrained(untrained, indices, total, data_cfg, prefix, row_at) -> Non
     log.warning("%s: %s; they are left out (%s)", f"{prefix}.name", problem, fix)
 
 
-def _chat_stream(data_cfg, tokenizer, prefix: str) -> PackedStream:
-    rendered, lengths, cut = render_dataset(data_cfg, tokenizer, prefix)
+def named(renderer_cfg) -> NamedRendering | None:
+    """The reference's named renderer `[renderer]` names, or None: the chat template."""
+    if not uses_named_renderer(renderer_cfg):
+        return None
+    return NamedRendering(renderer_cfg.name, renderer_cfg.thinking_retention)
+
+
+def _chat_stream(data_cfg, tokenizer, prefix: str, renderer_cfg) -> PackedStream:
+    rendered, lengths, cut = render_dataset(data_cfg, tokenizer, prefix, renderer_cfg)
     stream = PackedStream(
         rendered,
         lengths,
@@ -226,8 +236,8 @@ def _chat_stream(data_cfg, tokenizer, prefix: str) -> PackedStream:
     return stream
 
 
-def build_sft_data(data_cfg, tokenizer, *, rank: int, world_size: int) -> SFTData:
-    """The training batches of `[data]` for this rank."""
+def build_sft_data(data_cfg, tokenizer, *, rank: int, world_size: int, renderer=None) -> SFTData:
+    """The training batches of `[data]` for this rank (rendered as `[renderer]` says)."""
     stream: FakeStream | PackedStream
     if data_cfg.type == "fake":
         stream = FakeStream(
@@ -235,12 +245,18 @@ def build_sft_data(data_cfg, tokenizer, *, rank: int, world_size: int) -> SFTDat
         )
         _ = data_cfg.num_workers  # nothing to prepare in the background for synthetic rows
     else:
-        stream = _chat_stream(data_cfg, tokenizer, "data")
+        stream = _chat_stream(data_cfg, tokenizer, "data", renderer)
     return SFTData(stream, data_cfg, "data", rank, world_size)
 
 
 def build_val_batches(
-    val_data_cfg, tokenizer, *, rank: int, world_size: int, prefix: str = "val.data"
+    val_data_cfg,
+    tokenizer,
+    *,
+    rank: int,
+    world_size: int,
+    prefix: str = "val.data",
+    renderer=None,
 ) -> list[MicroBatch]:
     """One pass over the validation rows, as this rank's micro-batches.
 
@@ -250,7 +266,7 @@ def build_val_batches(
     if val_data_cfg.type != "sft":
         raise SetupError(f"{prefix}.type", "validation needs a chat dataset", 'use type = "sft"')
     batch, per_rank, micro = _shares(val_data_cfg, prefix, world_size)
-    stream = _chat_stream(val_data_cfg, tokenizer, prefix)
+    stream = _chat_stream(val_data_cfg, tokenizer, prefix, renderer)
     total = stream.rows_in_epoch()
     pad = empty_row(val_data_cfg.seq_len, tokenizer.pad_token_id)
     rows: list[Row] = []

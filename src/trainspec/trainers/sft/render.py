@@ -17,6 +17,7 @@ from collections.abc import Callable
 from ..core.lm import IGNORE_INDEX
 from ..errors import SetupError
 from .layouts import BadRow, conversation
+from .named_renderers import NamedRendering
 
 # Roles some datasets use, read as the role whose loss_mask switch they follow.
 ROLE_ALIASES = {"developer": "system", "human": "user", "gpt": "assistant", "function": "tool"}
@@ -173,11 +174,28 @@ class Renderer:
     first into a SetupError.
     """
 
-    def __init__(self, tokenizer, loss_mask_cfg, field: str, seq_len: int) -> None:
+    def __init__(
+        self,
+        tokenizer,
+        loss_mask_cfg,
+        field: str,
+        seq_len: int,
+        named: NamedRendering | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.trained = trained_roles(loss_mask_cfg)
         self.field = field
         self.seq_len = seq_len
+        self.named = named  # a named renderer of the reference's, else the chat template
+
+    def _named_samples(self, row: dict) -> tuple[list[dict], list, str]:
+        """(messages, [sample], error) of a row rendered by the named renderer."""
+        assert self.named is not None
+        try:
+            messages, tools = row_conversation(row, self.field)
+            return messages, [self.named(self.tokenizer, messages, tools, self.trained)], ""
+        except SetupError as exc:
+            return [], [([], [])], _said(exc)
 
     def __call__(self, batch: dict, indices: list[int]) -> dict:
         size = len(next(iter(batch.values())))
@@ -186,6 +204,9 @@ class Renderer:
         texts: list[str] = []
         errors = [""] * size
         for i, row in enumerate(rows):
+            if self.named is not None:  # it renders each conversation in one go, below
+                conversations.append(([], 0, 0))
+                continue
             try:
                 messages, tools = row_conversation(row, self.field)
                 rendered = prefix_texts(self.tokenizer, messages, tools)
@@ -199,7 +220,9 @@ class Renderer:
         for i, (messages, start, count) in enumerate(conversations):
             samples: list[tuple[list[int], list[bool]]] = [([], [])]
             rewritten = False
-            if not errors[i]:
+            if self.named is not None:
+                messages, samples, errors[i] = self._named_samples(rows[i])
+            elif not errors[i]:
                 try:
                     found, rewritten = samples_of(
                         messages, tokens[start : start + count], self.trained

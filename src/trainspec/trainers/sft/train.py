@@ -82,10 +82,11 @@ def train(config) -> int:
     check_sft(config, world.world_size, world.device.type)
     parts = Parts.build(config, "sft", world, run_dir, seed=config.data.seed)
     rank, world_size = world.rank, world.world_size
-    data = build_sft_data(config.data, parts.tokenizer, rank=rank, world_size=world_size)
+    shards = {"rank": rank, "world_size": world_size, "renderer": config.renderer}
+    data = build_sft_data(config.data, parts.tokenizer, **shards)
     val = None
     if config.val is not None:
-        val = build_val_batches(config.val.data, parts.tokenizer, rank=rank, world_size=world_size)
+        val = build_val_batches(config.val.data, parts.tokenizer, **shards)
 
     step, state = parts.resume(config.resume)
     if DATA_KEY in state:
