@@ -1,14 +1,32 @@
 """Benchmark the `sft` trainer against a minimal hand-written PyTorch loop and TRL's SFTTrainer,
 side by side in one run.
 
-    .venv/bin/python scripts/bench_sft.py [--steps 60] [--warmup 10] [--repeats 1] [--skip-trl]
-                                          [--rows 8] [--seq-len 256] [--threads N] [--keep]
+    .venv/bin/python scripts/bench_sft.py [--size tiny|5m|30m|all] [--steps N] [--warmup N]
+                                          [--repeats 1] [--skip-trl] [--rows N] [--seq-len N]
+                                          [--threads N] [--keep]
 
-All three train the built-in model (builtin:tiny-qwen3, weights from seed 0) on the built-in
-reverse-text chat task packed into rows of seq-len tokens, `rows` rows per optimizer step, with
-AdamW (same lr, weight decay, warm-up + cosine schedule, no decay on norms and embeddings) and
-gradient clipping at max_norm 1.0, each in its own process with the same environment
-(OMP_WAIT_POLICY=PASSIVE, OMP_NUM_THREADS=threads, default: the CPUs this process may use):
+All three train the same model on the built-in reverse-text chat task packed into rows of
+seq-len tokens, `rows` rows per optimizer step, with AdamW (same lr, weight decay, warm-up +
+cosine schedule, no decay on norms and embeddings) and gradient clipping at max_norm 1.0, each in
+its own process with the same environment (OMP_WAIT_POLICY=PASSIVE, OMP_NUM_THREADS=threads,
+default: the CPUs this process may use). --size picks the model, each with weights from
+torch.manual_seed(0) and from_config, the built-in's vocabulary (260), tokenizer and other
+settings (head_dim 32, two query heads per key/value head, intermediate = 3 x hidden, tied
+embeddings). Rows and seq-len stay those of tiny, so only the model changes between sizes;
+the default --steps and --warmup shrink with the model, so that `--size all` takes about ten
+minutes on two cores:
+
+    size   hidden x layers  heads (kv)  parameters  steps  warmup  rows x seq-len
+    tiny      128 x 2         4 (2)        427,264     60      10       8 x 256
+    5m        256 x 6         8 (4)      4,788,864     30       5       8 x 256
+    30m       512 x 9        16 (8)     28,454,976     20       5       8 x 256
+
+tiny is builtin:tiny-qwen3 itself; for 5m and 30m the built-in config.json with the size's fields
+changed is written once into the work directory with the built-in tokenizer files, and all three
+load it from there (sft with --model.name <dir> --model.debug.random-init true). `--size all`
+runs the three sizes one after another, each reported as below, and ends with one table: per
+size the parameters, tok/s of sft, the loop and TRL, sft / loop (tok/s), sft / TRL (real tok/s)
+and sft / loop peak RSS. Explicit --steps / --warmup / --rows / --seq-len apply to every size.
 
 - sft:  the real console script, `sft configs/sft/demo.toml --max-steps N --no-ckpt --no-val ...`
         in a temporary output directory; times from its metrics.jsonl.
@@ -34,9 +52,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench_common import child_env, last_line, print_table, ratio, run_child, verdict
@@ -49,6 +69,42 @@ APPROACHES = ("sft", "loop", "trl")
 LR, WEIGHT_DECAY, MAX_NORM, WARMUP_STEPS, MIN_LR, SEED = 3e-3, 0.01, 1.0, 20, 3e-4, 0
 TARGET_SPEED, TARGET_RSS = 0.97, 1.10
 CHILD_TIMEOUT_S = 1800
+BUILTIN_MODEL = "builtin:tiny-qwen3"
+BUILTIN_DIR = ROOT / "src" / "trainspec" / "trainers" / "builtin" / "tiny-qwen3"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+@dataclass(frozen=True)
+class Size:
+    """A model to benchmark: the built-in config's fields it changes (none: the built-in itself)
+    and the run's defaults."""
+
+    shape: dict
+    steps: int
+    warmup: int
+    rows: int
+    seq_len: int
+
+
+def qwen3_shape(hidden: int, layers: int) -> dict:
+    """The built-in's proportions at another width and depth."""
+    return {
+        "hidden_size": hidden, "intermediate_size": 3 * hidden, "num_hidden_layers": layers,
+        "num_attention_heads": hidden // 32, "num_key_value_heads": hidden // 64,
+    }  # fmt: skip
+
+
+RUN_DEFAULTS = ("steps", "warmup", "rows", "seq_len")  # Size fields the command line may set
+SIZES = {
+    "tiny": Size({}, steps=60, warmup=10, rows=8, seq_len=256),
+    "5m": Size(qwen3_shape(256, 6), steps=30, warmup=5, rows=8, seq_len=256),
+    "30m": Size(qwen3_shape(512, 9), steps=20, warmup=5, rows=8, seq_len=256),
+}
+SIZE_COLUMNS = (
+    ("size", "<5"), ("parameters", ">11"), ("steps x rows x len", ">18"), ("sft tok/s", ">9"),
+    ("loop tok/s", ">10"), ("trl tok/s", ">9"), ("sft/loop", ">8"), ("sft/trl real", ">12"),
+    ("RSS sft/loop", ">12"),
+)  # fmt: skip
 SFT_COLUMNS = (
     ("approach", "<8"), ("tok/s", ">8"), ("x loop", ">7"), ("real tok/s", ">10"),
     ("x loop", ">7"), ("inner tok/s", ">11"), ("peak RSS MiB", ">12"), ("x loop", ">7"),
@@ -62,8 +118,8 @@ def sft_child_env(threads: int) -> dict:
 
 def spec_of(args, workdir: Path, which: str) -> dict:
     return {
-        "steps": args.steps, "rows": args.rows, "seq_len": args.seq_len, "seed": SEED,
-        "lr": LR, "weight_decay": WEIGHT_DECAY, "max_norm": MAX_NORM,
+        "model": args.model, "steps": args.steps, "rows": args.rows, "seq_len": args.seq_len,
+        "seed": SEED, "lr": LR, "weight_decay": WEIGHT_DECAY, "max_norm": MAX_NORM,
         "warmup_steps": warmup_steps(args.steps), "min_lr": MIN_LR, "threads": args.threads,
         "result": str(workdir / f"{which}.json"), "workdir": str(workdir / f"{which}-out"),
     }  # fmt: skip
@@ -85,7 +141,14 @@ def sft_command(args, output_dir: Path) -> list[str]:
         "--optim.max-norm", str(MAX_NORM), "--scheduler.type", "cosine",
         "--scheduler.warmup-steps", str(warmup_steps(args.steps)),
         "--scheduler.min-lr", str(MIN_LR),
-    ]  # fmt: skip
+    ] + model_flags(args.model)  # fmt: skip
+
+
+def model_flags(model: str) -> list[str]:
+    """The demo's model is the built-in; another is a directory with random init from the seed."""
+    if model == BUILTIN_MODEL:
+        return []
+    return ["--model.name", model, "--model.debug.random-init", "true"]
 
 
 def sft_steps(output_dir: Path, tokens_per_step: int) -> list[dict]:
@@ -173,7 +236,9 @@ def median_summary(runs: list[dict]) -> dict:
     return out
 
 
-def report(results: dict[str, list[dict]], failures: dict[str, str], args) -> None:
+def summaries_of(results: dict[str, list[dict]]) -> dict[str, dict]:
+    """The median of each approach's runs; sft borrows the loop's real tokens when their first
+    losses show the same batches."""
     summaries = {k: median_summary(v) for k, v in results.items() if v}
     loop = summaries.get("loop")
     sft = summaries.get("sft")
@@ -183,6 +248,13 @@ def report(results: dict[str, list[dict]], failures: dict[str, str], args) -> No
         if same:
             sft["real_per_step"] = loop["real_per_step"]
             sft["real_tok_s"] = sft["tok_s"] * loop["real_per_step"] / loop["tokens_per_step"]
+    return summaries
+
+
+def report(summaries: dict[str, dict], failures: dict[str, str], args) -> dict:
+    """One size's table, per-approach detail and targets; returns the targets' ratios."""
+    loop = summaries.get("loop")
+    sft = summaries.get("sft")
     base_tok = loop["tok_s"] if loop else None
     base_real = loop["real_tok_s"] if loop else None
     base_rss = loop["rss_mib"] if loop else None
@@ -239,6 +311,7 @@ def report(results: dict[str, list[dict]], failures: dict[str, str], args) -> No
                 else f"DIFFER ({sft['first_loss']:.6f} vs {loop['first_loss']:.6f})"
             )
         )
+    print(first_losses(summaries))
 
     trl = summaries.get("trl")
     speed = sft["tok_s"] / loop["tok_s"] if sft and loop else None
@@ -259,33 +332,31 @@ def report(results: dict[str, list[dict]], failures: dict[str, str], args) -> No
         f"  {verdict(None if rss is None else rss <= TARGET_RSS)}  sft peak RSS <= "
         f"{TARGET_RSS}x loop: " + (f"{rss:.3f}x" if rss else "-")
     )
+    return {"speed": speed, "ahead": ahead, "rss": rss}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=60, help="optimizer steps per run")
-    parser.add_argument("--warmup", type=int, default=10, help="steps left out of the timing")
-    parser.add_argument("--repeats", type=int, default=1, help="interleaved runs (median)")
-    parser.add_argument("--skip-trl", action="store_true", help="leave TRL's SFTTrainer out")
-    parser.add_argument("--rows", type=int, default=8, help="rows per optimizer step")
-    parser.add_argument("--seq-len", type=int, default=256, help="tokens per packed row")
-    default_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
-    parser.add_argument("--threads", type=int, default=default_threads, help="torch threads")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")
-    args = parser.parse_args()
-    if not 1 <= args.warmup < args.steps:
-        parser.error("need 1 <= --warmup < --steps")
+def first_losses(summaries: dict[str, dict]) -> str:
+    """The first step's loss of each approach, and how far the others are from sft's."""
+    sft = summaries.get("sft")
+    parts = []
+    for which in APPROACHES:
+        s = summaries.get(which)
+        if s is None:
+            continue
+        gap = f" ({s['first_loss'] - sft['first_loss']:+.2e})" if sft and which != "sft" else ""
+        parts.append(f"{which} {s['first_loss']:.6f}{gap}")
+    return "first loss: " + ", ".join(parts)
 
-    approaches = [a for a in APPROACHES if not (a == "trl" and args.skip_trl)]
-    env = sft_child_env(args.threads)
+
+def run_size(args, approaches: list[str], env: dict, top: Path) -> dict:
+    """All runs of one size (interleaved repeats), then its report."""
     results: dict[str, list[dict]] = {a: [] for a in approaches}
     failures: dict[str, str] = {}
-    top = Path(tempfile.mkdtemp(prefix="bench_sft-"))
     for repeat in range(args.repeats):
         order = approaches[repeat % len(approaches) :] + approaches[: repeat % len(approaches)]
         for which in order:
             workdir = top / f"run{repeat}"
-            workdir.mkdir(exist_ok=True)
+            workdir.mkdir(parents=True, exist_ok=True)
             print(f"[{repeat + 1}/{args.repeats}] {which} ...", end=" ", flush=True)
             summary, reason = run_one(which, args, workdir, env)
             if summary is None:
@@ -294,12 +365,121 @@ def main() -> int:
                 continue
             results[which].append(summary)
             print(f"{summary['tok_s']:,.0f} tok/s, {summary['rss_mib']:.0f} MiB", flush=True)
-    report(results, failures, args)
+    summaries = summaries_of(results)
+    return {"summaries": summaries, **report(summaries, failures, args)}
+
+
+def model_for(size: str, top: Path) -> str:
+    """The name all three load: the built-in for tiny, else a directory written under `top` with
+    the built-in config (the size's fields changed) and the built-in tokenizer files."""
+    shape = SIZES[size].shape
+    if not shape:
+        return BUILTIN_MODEL
+    directory = top / "model"
+    directory.mkdir(parents=True, exist_ok=True)
+    config = json.loads((BUILTIN_DIR / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**config, **shape}, indent=2) + "\n")
+    for name in TOKENIZER_FILES:
+        shutil.copyfile(BUILTIN_DIR / name, directory / name)
+    return str(directory)
+
+
+def parameter_count(model: str) -> int:
+    """The parameters of the model `model` names, built on the meta device (no memory, no
+    weights); tied embeddings count once."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    directory = BUILTIN_DIR if model == BUILTIN_MODEL else Path(model)
+    config = AutoConfig.from_pretrained(str(directory))
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config).num_parameters()
+
+
+def describe(size: str, model: str, parameters: int) -> str:
+    config = json.loads((BUILTIN_DIR / "config.json").read_text()) | SIZES[size].shape
+    return (
+        f"model {size}: {parameters:,} parameters, hidden {config['hidden_size']} x "
+        f"{config['num_hidden_layers']} layers, {config['num_attention_heads']} heads "
+        f"({config['num_key_value_heads']} kv), intermediate {config['intermediate_size']}, "
+        f"vocab {config['vocab_size']}: {model}"
+    )
+
+
+def settings_of(args, size: str) -> argparse.Namespace:
+    """`args` with the size's defaults where the command line gave none."""
+    defaults = vars(SIZES[size])
+    given = vars(args)
+    runs = {key: defaults[key] if given[key] is None else given[key] for key in RUN_DEFAULTS}
+    return argparse.Namespace(**{**given, **runs, "size": size})
+
+
+def print_sizes(figures: dict[str, dict]) -> None:
+    """The closing table of `--size all`: one line per size."""
+    print("\nby model size")
+    rows: list[list[str] | str] = []
+    for size, f in figures.items():
+        s = f["summaries"]
+        sft, loop, trl = (s.get(which) for which in APPROACHES)
+        rows.append([
+            size, f"{f['parameters']:,}", f["shape"],
+            f"{sft['tok_s']:,.0f}" if sft else "-", f"{loop['tok_s']:,.0f}" if loop else "-",
+            f"{trl['tok_s']:,.0f}" if trl else "-",
+            f"{f['speed']:.3f}x" if f["speed"] else "-",
+            f"{f['ahead']:.2f}x" if f["ahead"] else "-", f"{f['rss']:.3f}x" if f["rss"] else "-",
+        ])  # fmt: skip
+    print_table(SIZE_COLUMNS, rows)
+    print(
+        "sft/loop: tok/s; sft/trl real: real tok/s (TRL packs without padding: its tok/s are "
+        "real); RSS: peak RSS"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--size", choices=(*SIZES, "all"), default="tiny",
+        help="the model: builtin:tiny-qwen3, random-init Qwen3s of ~5M or ~30M parameters, "
+        "or all three one after another",
+    )  # fmt: skip
+    parser.add_argument("--steps", type=int, help="optimizer steps per run (default: per size)")
+    parser.add_argument("--warmup", type=int, help="steps left out of the timing (per size)")
+    parser.add_argument("--repeats", type=int, default=1, help="interleaved runs (median)")
+    parser.add_argument("--skip-trl", action="store_true", help="leave TRL's SFTTrainer out")
+    parser.add_argument("--rows", type=int, help="rows per optimizer step (default: per size)")
+    parser.add_argument("--seq-len", type=int, help="tokens per packed row (default: per size)")
+    default_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
+    parser.add_argument("--threads", type=int, default=default_threads, help="torch threads")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")
+    args = parser.parse_args()
+    sizes = list(SIZES) if args.size == "all" else [args.size]
+    for size in sizes:
+        settings = settings_of(args, size)
+        if not 1 <= settings.warmup < settings.steps:
+            parser.error(f"need 1 <= --warmup < --steps ({size}: {settings.warmup}, "
+                         f"{settings.steps})")  # fmt: skip
+
+    approaches = [a for a in APPROACHES if not (a == "trl" and args.skip_trl)]
+    env = sft_child_env(args.threads)
+    top = Path(tempfile.mkdtemp(prefix="bench_sft-"))
+    figures: dict[str, dict] = {}
+    for size in sizes:
+        settings = settings_of(args, size)
+        settings.model = model_for(size, top / size)
+        parameters = parameter_count(settings.model)
+        if len(sizes) > 1:
+            print(f"\n== {size} ==")
+        print(describe(size, settings.model, parameters), flush=True)
+        figures[size] = run_size(settings, approaches, env, top / size)
+        figures[size].update(
+            parameters=parameters,
+            shape=f"{settings.steps} x {settings.rows} x {settings.seq_len}",
+        )
+    if len(sizes) > 1:
+        print_sizes(figures)
     if args.keep:
         print(f"\nlogs and run directories: {top}")
     else:
-        import shutil
-
         shutil.rmtree(top, ignore_errors=True)
     return 0
 

@@ -3,12 +3,14 @@
     python scripts/bench_sft_peers.py loop '<spec JSON>'   # a minimal hand-written PyTorch loop
     python scripts/bench_sft_peers.py trl '<spec JSON>'    # TRL's SFTTrainer
 
-The spec (written by bench_sft.py) gives steps, rows, seq_len, seed, lr, weight_decay, max_norm,
-warmup_steps, min_lr, threads and the path of the result file. Both build the same model as
-`sft` (builtin:tiny-qwen3 config, weights from torch.manual_seed(seed), SDPA attention) with the
-same optimizer (AdamW, no decay on norms, biases and embeddings, the same warm-up + cosine
-schedule as trainspec's) and write JSON: per step the end time (perf_counter), the inner step
-time, positions processed (padding included), real (non-pad) tokens and the loss; plus notes.
+The spec (written by bench_sft.py) gives the model, steps, rows, seq_len, seed, lr, weight_decay,
+max_norm, warmup_steps, min_lr, threads and the path of the result file. The model is
+builtin:tiny-qwen3 or a directory bench_sft.py wrote (a larger config.json next to the built-in
+tokenizer files). Both build the same model as `sft` (that config, weights from
+torch.manual_seed(seed) and from_config, SDPA attention) with the same optimizer (AdamW, no decay
+on norms, biases and embeddings, the same warm-up + cosine schedule as trainspec's) and write
+JSON: per step the end time (perf_counter), the inner step time, positions processed (padding
+included), real (non-pad) tokens and the loss; plus notes.
 """
 
 from __future__ import annotations
@@ -34,14 +36,24 @@ def lr_factor(step: int, spec: dict) -> float:
     return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def model_name(spec: dict) -> str:
+    """The spec's model: builtin:tiny-qwen3 or a directory with config.json and tokenizer."""
+    return spec.get("model", BUILTIN_MODEL)
+
+
+def model_dir(spec: dict) -> str:
+    from trainspec.trainers.builtin import builtin_model_dir
+
+    return str(builtin_model_dir(model_name(spec)) or model_name(spec))
+
+
 def build_model(spec: dict):
-    """The same weights as `sft` builds for builtin:tiny-qwen3 (model.py, without trainspec)."""
+    """The same weights as `sft` builds for the spec's model with random init (model.py,
+    without trainspec)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from trainspec.trainers.builtin import builtin_model_dir
-
-    config = AutoConfig.from_pretrained(str(builtin_model_dir(BUILTIN_MODEL)))
+    config = AutoConfig.from_pretrained(model_dir(spec))
     config.max_position_embeddings = max(config.max_position_embeddings, spec["seq_len"])
     config.use_cache = False
     torch.manual_seed(spec["seed"])
@@ -67,12 +79,10 @@ def build_optimizer(model, spec: dict):
     return optimizer, scheduler
 
 
-def tokenizer_of():
+def tokenizer_of(spec: dict):
     from transformers import AutoTokenizer
 
-    from trainspec.trainers.builtin import builtin_model_dir
-
-    return AutoTokenizer.from_pretrained(str(builtin_model_dir(BUILTIN_MODEL)))
+    return AutoTokenizer.from_pretrained(model_dir(spec))
 
 
 # -- the hand-written loop ---------------------------------------------------------------------
@@ -89,7 +99,7 @@ def run_loop(spec: dict) -> dict:
     from trainspec.trainers.sft.data import build_sft_data
 
     rows, seq_len = spec["rows"], spec["seq_len"]
-    model_cfg = SimpleNamespace(name=BUILTIN_MODEL)
+    model_cfg = SimpleNamespace(name=model_name(spec))
     tokenizer = build_tokenizer(
         SimpleNamespace(name=None, trust_remote_code=False, chat_template=None), model_cfg
     )
@@ -98,6 +108,7 @@ def run_loop(spec: dict) -> dict:
         stopping_strategy="all_exhausted", num_workers=1, shuffle=True, seed=spec["seed"],
         batch_size=rows, micro_batch_size=rows, seq_len=seq_len,
         loss_mask=SimpleNamespace(system=False, user=False, assistant=True, tool=False),
+        long_rows="truncate",
     )  # fmt: skip
     data = build_sft_data(data_cfg, tokenizer, rank=0, world_size=1)
     pad_id = tokenizer.pad_token_id
@@ -150,7 +161,7 @@ def run_trl(spec: dict) -> dict:
     from trainspec.trainers.tasks import reverse_text
 
     notes = [f"trl {trl.__version__}"]
-    tokenizer = tokenizer_of()
+    tokenizer = tokenizer_of(spec)
     pad_id = tokenizer.pad_token_id
     model = build_model(spec)
     optimizer, scheduler = build_optimizer(model, spec)
