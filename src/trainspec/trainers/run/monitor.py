@@ -69,7 +69,7 @@ class Monitor:
         self.history: list[dict] = []
         self.path: Path | None = None
         self._file: TextIO | None = None
-        self._wandb_run = None
+        self._wandb_run: Any = None  # a wandb Run once [monitors.wandb] starts one
         self._failed: set[str] = set()
         self._session_step: int | None = None
         run_dir = self.run_dir = Path(run_dir)
