@@ -38,14 +38,15 @@ def run_step(parts: Parts, micro_batches: list[MicroBatch]) -> tuple[float, int]
     targets = all_reduce_sum(float(sum(mb.num_targets for mb in micro_batches)), world)
     if targets == 0:  # rows without a target are left out when the data is built
         raise RunError("data", "a step holds no token to train on", "check the data's loss mask")
-    total = 0.0
+    # Summed on the device, read once a step: a GPU never waits for the host mid-step.
+    total = torch.zeros((), dtype=torch.float64, device=world.device)
     for mb in parts.accumulate(micro_batches):
         mb = mb.to(world.device)
         with parts.offloaded_activations():
             loss_sum = summed_loss(parts.model, mb.input_ids, mb.position_ids, mb.labels)
         (loss_sum * world.world_size / targets).backward()
-        total += loss_sum.item()
-    return all_reduce_sum(total, world) / targets, int(targets)
+        total += loss_sum.detach().double()
+    return all_reduce_sum(total.item(), world) / targets, int(targets)
 
 
 @torch.no_grad()
