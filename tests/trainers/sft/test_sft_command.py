@@ -43,17 +43,19 @@ def _checkpoints(run: Path) -> list[int]:
     return sorted(int(p.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*"))
 
 
-def test_sigterm_finishes_the_step_saves_and_exits_0(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])  # a scheduler's, Ctrl-C
+def test_a_stop_signal_finishes_the_step_saves_and_exits_0(tmp_path, stop):
     proc = sft_process(tmp_path, "--max-steps", "100000", "--ckpt.interval", "None")
     run = _run_dir(tmp_path)
     _wait_for(lambda: len(_steps(run)) >= 2, proc, "two steps")
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(stop)
     out, err = proc.communicate(timeout=WAIT)
     assert proc.returncode == 0, err
     last = _steps(run)[-1]
     assert _checkpoints(run) == [last]
-    assert f"stopping after step {last}" in err
+    assert f"stop requested: stopping after step {last}" in err
     assert f"checkpoints/step_{last}" in out  # the closing line names the checkpoint
+    assert "Traceback" not in err
 
 
 def test_sigusr1_checkpoints_without_stopping(tmp_path):
@@ -218,19 +220,6 @@ def test_a_stop_signal_to_a_torchrun_job_stops_every_worker_after_a_save(tmp_pat
     assert proc.returncode == 0, err[-3000:]
     assert _checkpoints(run) == [_steps(run)[-1]]
     assert f"{name}: the workers stopped after their step" in err
-
-
-def test_ctrl_c_finishes_the_step_saves_and_says_so(tmp_path):
-    proc = sft_process(tmp_path, "--max-steps", "100000", "--ckpt.interval", "None")
-    run = _run_dir(tmp_path)
-    _wait_for(lambda: len(_steps(run)) >= 2, proc, "two steps")
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=WAIT)
-    assert proc.returncode == 0, err
-    last = _steps(run)[-1]
-    assert _checkpoints(run) == [last]
-    assert f"stop requested: stopping after step {last}" in err
-    assert f"checkpoints/step_{last}" in out and "Traceback" not in err
 
 
 def test_a_second_ctrl_c_stops_at_once(tmp_path):
