@@ -58,7 +58,7 @@ class LossInputs:
 @dataclass
 class LossOutputs:
     loss: torch.Tensor  # 0-dim, a sum over tokens
-    metrics: dict[str, float]
+    metrics: dict[str, float | torch.Tensor]  # token means: floats or 0-dim tensors
 
 
 LossFn = Callable[[LossInputs], LossOutputs]
@@ -81,14 +81,11 @@ def policy_loss(
         log_ratio = log_ratio.masked_fill(~mask, 0.0)  # whatever sits outside the loss mask
         ratio = torch.exp(log_ratio)
         tokens = mask.sum().clamp(min=1)
-        stats = torch.stack(
-            [
-                (masked & mask).sum() / tokens,
-                ((ratio - log_ratio - 1) * mask).sum() / tokens,
-                (ratio * mask).sum() / tokens,
-            ]
-        ).tolist()  # one device sync for all three
-    metrics = dict(zip(("masked_fraction", "mismatch_kl", "ratio_mean"), stats, strict=True))
+        metrics: dict[str, float | torch.Tensor] = {  # left on the device: read once a step
+            "masked_fraction": (masked & mask).sum() / tokens,
+            "mismatch_kl": ((ratio - log_ratio - 1) * mask).sum() / tokens,
+            "ratio_mean": (ratio * mask).sum() / tokens,
+        }
     return LossOutputs(loss=loss, metrics=metrics)
 
 

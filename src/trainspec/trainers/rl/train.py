@@ -11,6 +11,8 @@ import logging
 import time
 from pathlib import Path
 
+import torch
+
 from ..ckpt.checkpointer import PROGRESS_KEY
 from ..core.lm import token_logprobs
 from ..core.world import all_reduce_max, all_reduce_sum, any_rank, close_world, init_world
@@ -37,7 +39,13 @@ def run_step(parts: Parts, batch: RolloutBatch, loss_fn) -> dict[str, float]:
     divisor = max(1.0, loss_tokens)  # 0: a step of samples that all earned their group's mean
     passes = list(batch.micro_batches)  # as many on every rank: an uneven share is padded
     passes += [passes[0].padding()] * (all_reduce_max(len(passes), world) - len(passes))
-    totals: dict[str, float] = {"loss": 0.0}
+    # Summed on the device in float64, read once a step: a GPU never waits for the host mid-step.
+    totals: dict[str, torch.Tensor] = {}
+
+    def add(key: str, value) -> None:
+        value = torch.as_tensor(value).detach().to(world.device, torch.float64)
+        totals[key] = totals[key] + value if key in totals else value
+
     for mb in parts.accumulate(passes):
         mb = mb.to(world.device)
         with parts.offloaded_activations():
@@ -53,11 +61,13 @@ def run_step(parts: Parts, batch: RolloutBatch, loss_fn) -> dict[str, float]:
             )
         )
         (out.loss * world.world_size / divisor).backward()
-        totals["loss"] += out.loss.item()
+        add("loss", out.loss)
         for key, value in out.metrics.items():  # token-weighted means over the step
-            totals[key] = totals.get(key, 0.0) + float(value) * mb.num_loss_tokens
+            add(key, torch.as_tensor(value).double() * mb.num_loss_tokens)
+    keys = sorted(totals)
+    values = torch.stack([totals[key] for key in keys]).tolist()
     return {
-        key: all_reduce_sum(value, world) / divisor for key, value in sorted(totals.items())
+        key: all_reduce_sum(value, world) / divisor for key, value in zip(keys, values, strict=True)
     } | {"loss_tokens": loss_tokens}
 
 
