@@ -27,3 +27,19 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` need a CUDA device: skipped, saying so, on a machine without one
+    (scripts/gpu_check.sh runs them on a GPU machine). torch is imported only when such a test
+    was collected, so the config layer's tests stay free of it."""
+    marked = [item for item in items if item.get_closest_marker("gpu")]
+    if not marked:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (scripts/gpu_check.sh runs these on one)")
+    for item in marked:
+        item.add_marker(skip)

@@ -65,7 +65,10 @@ class Parts:
         """Every part from its own table; `seed` initialises a model without weights. The
         checkpoints carry the run's identity digest (trainspec.run_identity)."""
         tokenizer = build_tokenizer(config.tokenizer, config.model)
-        lm = build_model(config.model, seed=seed, device_type=world.device.type)
+        # Rank 0 alone reads the weights; the others build shapes only and get their shards.
+        lm = build_model(
+            config.model, seed=seed, device_type=world.device.type, on_meta=not world.is_main
+        )
         model = apply_parallelism(lm, config.model, world)
         optimizer = build_optimizer(config.optim, model, sharded=world.world_size > 1)
         return cls(
@@ -119,6 +122,7 @@ class Parts:
     def update(self) -> dict[str, float]:
         """The step's update: clip, step the optimizer at this step's learning rate, advance the
         schedule, drop the gradients. Returns the gradient norm before clipping and the lr."""
+        self.offload.prefetch()  # under model.optim_cpu_offload: the state uploads meanwhile
         grad_norm = clip_gradients(self.config.optim, self.model)
         lr = float(self.scheduler.get_last_lr()[0])
         self.offload.step()
@@ -128,6 +132,7 @@ class Parts:
 
     def save(self, step: int, state: dict[str, Any]) -> Path:
         """Checkpoint step `step` with this rank's loop `state` (a collective)."""
+        self.offload.wait()  # the optimizer state in host memory is whole
         return self.checkpointer.save(
             step,
             model=self.model,

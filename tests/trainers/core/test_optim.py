@@ -89,3 +89,26 @@ def test_clip_gradients_returns_the_norm_before_clipping():
     assert clip_gradients(optim_cfg(max_norm=0.5), model) == pytest.approx(norm)
     clipped = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
     assert clipped == pytest.approx(0.5, rel=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["muon", "adamw", "sign_sgd"])
+def test_one_process_under_fsdp_steps_as_unsharded(kind):
+    """One GPU shards the model with one process (bf16 through FSDP's policy), so each optimizer
+    steps DTensors whose one shard is the whole tensor: the step is the plain one. Run here on
+    the CPU through the same one-process FSDP."""
+    from torch.distributed.fsdp import fully_shard
+
+    from trainspec.trainers.core.world import init_world
+
+    class Net(Tiny):
+        def forward(self, ids):
+            return self.norm(self.proj(self.embed(ids)))
+
+    init_world(600)
+    plain, sharded = Net(), Net()
+    fully_shard(sharded)
+    for model in (plain, sharded):
+        model(torch.tensor([0, 3, 4])).square().sum().backward()
+        build_optimizer(optim_cfg(type=kind, lr=0.1), model, sharded=False).step()
+    for (name, a), (_, b) in zip(plain.named_parameters(), sharded.named_parameters(), strict=True):
+        torch.testing.assert_close(b.full_tensor(), a, msg=name)

@@ -52,10 +52,9 @@ def test_memory_snapshot_calls_on_cuda(tmp_path, monkeypatch):
     assert path.parent.is_dir()  # made when the profiler was built, before anything ran
 
 
+@pytest.mark.gpu
 def test_real_cuda_snapshot(tmp_path):
     torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
     path = tmp_path / "snapshot.pickle"
     profiler = Profiler(None, str(path), "cuda")
     x = torch.randn(256, 256, device="cuda")

@@ -2,14 +2,19 @@
 settings, LoRA, wrapped in the chunked head the loops call (lm.py).
 
     model = build_model(config.model, seed=config.data.seed, device_type=world.device.type)
+    model = build_model(config.model, seed=0, on_meta=True)  # shapes only (rank 1, 2, ...)
 
 Built-in models (`builtin:tiny-qwen3`) ship a config only; their weights are initialised from
-`seed`, so every process and every relaunch starts from the same weights. Activation
-checkpointing, compile and sharding are applied afterwards by `parallel.py`.
+`seed`, so every relaunch starts from the same weights. With several processes only rank 0
+reads (or initialises) the weights, in host memory; the other ranks build the model on the meta
+device and receive their shards from rank 0 once it is sharded, so no process holds a second
+copy and no GPU ever holds the whole model. Activation checkpointing, compile and sharding are
+applied afterwards by `parallel.py`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from typing import TYPE_CHECKING, cast
@@ -73,9 +78,12 @@ def attn_implementation(attn: str, device_type: str) -> str | None:
     return None
 
 
-def load_hf_model(model_cfg, seed: int, device_type: str = "cpu") -> PreTrainedModel:
-    """The Hugging Face model in optimization_dtype, on the CPU, with the attention
-    implementation `model.attn` picks."""
+def load_hf_model(
+    model_cfg, seed: int, device_type: str = "cpu", *, on_meta: bool = False
+) -> PreTrainedModel:
+    """The Hugging Face model in optimization_dtype, with the attention implementation
+    `model.attn` picks: on the CPU with its weights, or `on_meta` (shapes only, nothing read
+    or allocated) where another rank sends the weights once the model is sharded."""
     from transformers import AutoModelForCausalLM
 
     source = model_source(model_cfg.name, "model.name")
@@ -87,13 +95,14 @@ def load_hf_model(model_cfg, seed: int, device_type: str = "cpu") -> PreTrainedM
         attn = _supported_or_default(AutoModelForCausalLM, config, attn, model_cfg)
     common = {"dtype": dtype, "trust_remote_code": model_cfg.trust_remote_code}
     try:
-        if has_weights:
+        if has_weights and not on_meta:
             model = AutoModelForCausalLM.from_pretrained(
                 source, config=config, attn_implementation=attn, **common
             )
         else:
             torch.manual_seed(seed)
-            model = AutoModelForCausalLM.from_config(config, attn_implementation=attn, **common)
+            with torch.device("meta") if on_meta else contextlib.nullcontext():
+                model = AutoModelForCausalLM.from_config(config, attn_implementation=attn, **common)
     except ValueError as err:
         if "attention implementation" not in str(err):
             raise
@@ -228,12 +237,18 @@ def apply_lora(model: PreTrainedModel, lora_cfg) -> PreTrainedModel:
     return cast("PreTrainedModel", get_peft_model(model, peft_config).get_base_model())
 
 
-def build_model(model_cfg, seed: int, device_type: str = "cpu") -> ChunkedLM:
-    """The Hugging Face model (with LoRA adapters) inside the chunked head the loops call."""
+def build_model(
+    model_cfg, seed: int, device_type: str = "cpu", *, on_meta: bool = False
+) -> ChunkedLM:
+    """The Hugging Face model (with LoRA adapters) inside the chunked head the loops call;
+    `on_meta`: shapes only, for a rank that receives its weights from rank 0 (parallel.py)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    lm = load_hf_model(model_cfg, seed, device_type)
-    lm = apply_lora(lm, model_cfg.lora)
+    lm = load_hf_model(model_cfg, seed, device_type, on_meta=on_meta)
+    with torch.random.fork_rng(devices=[]):  # the adapters' initial weights come from `seed`
+        torch.manual_seed(seed)
+        lm = apply_lora(lm, model_cfg.lora)
     chunk = model_cfg.fused_lm_head_token_chunk_size
     model = ChunkedLM(lm, None if chunk == "disabled" else chunk)
-    verify_logits(model)  # the loss is the model's loss, whatever the family does to its logits
+    if not on_meta:  # rank 0's verdict reaches the meta ranks in parallel.py
+        verify_logits(model)  # the loss is the model's loss, whatever the family does to logits
     return model

@@ -137,23 +137,79 @@ class Muon(Optimizer):
 
 
 class StateOffload:
-    """`model.optim_cpu_offload` on a GPU: the optimizer state waits in host memory between
-    steps and visits the GPU only for `step()`. On a CPU device there is nothing to move."""
+    """`model.optim_cpu_offload` on a GPU: the optimizer state waits in pinned host memory
+    between steps and visits the GPU only for `step()`. The copies run on a stream of their
+    own: the upload starts before the gradients are clipped (`prefetch`) and the download
+    overlaps the next step's forward; nothing waits on the host. On a CPU device there is
+    nothing to move.
+
+        offload.prefetch()   # state uploads while the gradients are clipped
+        offload.step()       # the optimizer's step, then the state downloads again
+        offload.wait()       # before anything reads the state on the host (a checkpoint)
+    """
 
     def __init__(self, optimizer: Optimizer, enabled: bool, device: torch.device) -> None:
         self.optimizer = optimizer
         self.device = device
         self.enabled = enabled and device.type == "cuda"
+        self.stream = torch.cuda.Stream(device) if self.enabled else None
+        self.host: dict[tuple[int, str], torch.Tensor] = {}  # pinned, allocated once per tensor
+        self.on_device = True  # the state is created on the device by the first step
 
-    def _move(self, device: torch.device) -> None:
-        for state in self.optimizer.state.values():
+    def _tensors(self):
+        for param, state in self.optimizer.state.items():
             for key, value in state.items():
                 if isinstance(value, torch.Tensor) and key != "step":
-                    state[key] = value.to(device, non_blocking=True)
+                    yield (id(param), key), state, key, value
+
+    def _move(self, to_host: bool, stream: torch.cuda.Stream) -> None:
+        from torch.distributed.tensor import DTensor
+
+        for slot, state, key, value in self._tensors():
+            local = value.to_local() if isinstance(value, DTensor) else value
+            if to_host:
+                moved = self.host.get(slot)
+                if moved is None:
+                    moved = torch.empty_like(local, device="cpu", pin_memory=True)
+                    self.host[slot] = moved
+                moved.copy_(local, non_blocking=True)
+                local.record_stream(stream)  # not reused until the copy has read it
+            else:
+                moved = local.to(self.device, non_blocking=True)
+            if isinstance(value, DTensor):  # the same sharded tensor, its shard elsewhere
+                moved = DTensor.from_local(
+                    moved,
+                    value.device_mesh,
+                    value.placements,
+                    run_check=False,
+                    shape=value.shape,
+                    stride=value.stride(),
+                )
+            state[key] = moved
+
+    def prefetch(self) -> None:
+        if not self.enabled or self.on_device:
+            return
+        assert self.stream is not None
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.stream):
+            self._move(to_host=False, stream=self.stream)
+        self.on_device = True
 
     def step(self) -> None:
-        if self.enabled:
-            self._move(self.device)
+        self.prefetch()  # a no-op where update() already started it
+        if self.stream is not None:
+            torch.cuda.current_stream(self.device).wait_stream(self.stream)
         self.optimizer.step()
-        if self.enabled:
-            self._move(torch.device("cpu"))
+        if not self.enabled:
+            return
+        assert self.stream is not None
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.stream):
+            self._move(to_host=True, stream=self.stream)
+        self.on_device = False
+
+    def wait(self) -> None:
+        """Block until the state's copies are done, so the host copy is whole."""
+        if self.stream is not None:
+            self.stream.synchronize()

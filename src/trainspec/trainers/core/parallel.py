@@ -3,21 +3,26 @@
     apply_parallelism(module, config.model, world)
 
 Order follows torchtitan: checkpoint, then compile each block, then shard each block and the
-root. With one process nothing is sharded (there is nothing to shard across).
+root. The model is sharded on a GPU (one process too: bf16 mixed precision then takes the same
+policy as on several) and across several CPU processes; one CPU process runs it as it is.
+Sharding moves one block at a time to the GPU, so the whole model is never there at once, and
+ranks other than 0 arrive with a meta-device model (model.py) whose shards rank 0 fills in.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
 from ..errors import SetupError
 from .lm import ChunkedLM
 from .model import DTYPES
-from .world import World
+from .world import World, any_rank
 
 log = logging.getLogger(__name__)
 
@@ -115,15 +120,64 @@ def apply_fsdp(module: ChunkedLM, model_cfg, world: World) -> None:
     )
 
 
+def shards(world: World) -> bool:
+    """Whether FSDP wraps the model: on a GPU always, on CPU with several processes."""
+    return world.world_size > 1 or world.device.type == "cuda"
+
+
+def _params_device(model_cfg, world: World) -> torch.device:
+    """Where FSDP keeps the parameter shards: host memory under model.fsdp_cpu_offload."""
+    offload = model_cfg.fsdp_cpu_offload and world.device.type == "cuda"
+    return torch.device("cpu") if offload else world.device
+
+
+@torch.no_grad()
+def fill_from_rank0(
+    module: nn.Module, weights: dict[str, torch.Tensor], world: World, params_device: torch.device
+) -> None:
+    """Every rank's shards of rank 0's `weights` (its parameters and buffers by name, taken
+    before sharding). The other ranks' tensors are on the meta device until here; each tensor
+    is sent whole, one at a time, and every rank keeps its own shard of it."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    if not world.is_main:
+        module.to_empty(device=params_device)
+        for sub in module.modules():  # buffers (rotary tables, ...) live with the compute
+            for name, buffer in sub._buffers.items():
+                if buffer is not None:
+                    sub._buffers[name] = buffer.to(world.device)
+    for name, tensor in itertools.chain(module.named_parameters(), module.named_buffers()):
+        if world.is_main:
+            whole = weights[name].to(world.device)
+        else:
+            whole = torch.empty(tensor.shape, dtype=tensor.dtype, device=world.device)
+        dist.broadcast(whole, src=0)
+        if isinstance(tensor, DTensor):
+            shard = distribute_tensor(
+                whole, tensor.device_mesh, tensor.placements, src_data_rank=None
+            ).to_local()
+            tensor.to_local().copy_(shard)
+        else:
+            tensor.copy_(whole)
+
+
 def apply_parallelism(module: ChunkedLM, model_cfg, world: World) -> ChunkedLM:
     apply_activation_checkpointing(module, model_cfg.ac)
     apply_compile(module, model_cfg.compile)
-    module.to(world.device)
-    if world.world_size > 1:
+    if shards(world):
+        # Rank 0's checks of the head (lm.verify_logits) decide for the meta ranks too.
+        module.own_forward = any_rank(module.own_forward, world)
+        weights: dict[str, torch.Tensor] = {}
+        if world.is_main:  # views of the weights as loaded: FSDP swaps in new tensors
+            named = itertools.chain(module.named_parameters(), module.named_buffers())
+            weights = {name: tensor.detach() for name, tensor in named}
         apply_fsdp(module, model_cfg, world)
+        if world.world_size > 1:
+            fill_from_rank0(module, weights, world, _params_device(model_cfg, world))
     else:
+        module.to(world.device)
         log.info(
-            "one process: nothing to shard, so model.reshard_after_forward=%s and "
+            "one process on CPU: nothing to shard, so model.reshard_after_forward=%s and "
             "model.reduce_dtype=%s have no effect",
             model_cfg.reshard_after_forward,
             model_cfg.reduce_dtype,

@@ -1,0 +1,72 @@
+"""Two torchrun processes train a real family exactly as one does, though rank 1 builds its model
+on the meta device and receives its shards from rank 0 (parallel.fill_from_rank0): the loss of
+every step matches, so every weight and buffer (rotary tables, tied and learned position
+embeddings, LoRA adapters) arrived."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sft_support import SFT, TINY, flags
+
+from trainspec.trainers.builtin import MODELS
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from families import save_tiny_model  # noqa: E402
+
+WAIT = 480  # seconds; generous for a busy 2-core machine
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def model_dir(family: str, root: Path) -> Path:
+    """The family's tiny model without dropout: the two runs draw different random masks."""
+    path = save_tiny_model(family, root / family)
+    config = json.loads((path / "config.json").read_text())
+    for key in ("resid_pdrop", "embd_pdrop", "attn_pdrop"):  # GPT-2's; 0 elsewhere already
+        if key in config:
+            config[key] = 0.0
+    (path / "config.json").write_text(json.dumps(config))
+    for name in TOKENIZER_FILES:
+        shutil.copy(MODELS["tiny-qwen3"] / name, path / name)
+    return path
+
+
+def losses(out: Path, processes: int, settings: dict) -> list[float]:
+    done = subprocess.run(
+        [
+            SFT,
+            *flags({**settings, "output_dir": str(out)}),
+            "--deployment.num-train-gpus",
+            str(processes),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = (out / "tiny" / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line)["loss"] for line in lines]
+
+
+@pytest.mark.parametrize(
+    "family, extra",
+    [("gpt2", {}), ("llama", {"model.lora": {"rank": 4, "alpha": 8.0, "dropout": 0.0}})],
+    ids=["gpt2-tied-conv1d", "llama-lora"],
+)
+def test_two_processes_with_a_meta_rank_train_as_one(tmp_path, family, extra):
+    settings = {
+        **TINY,
+        "model.name": str(model_dir(family, tmp_path)),
+        "model.debug.num_layers": None,
+        "max_steps": 3,
+        **extra,
+    }
+    one = losses(tmp_path / "one", 1, settings)
+    two = losses(tmp_path / "two", 2, settings)
+    assert len(one) == 3
+    assert two == pytest.approx(one, rel=1e-4)
