@@ -57,7 +57,7 @@ def fixed_batches(config, count: int) -> list:
     from transformers import AutoModelForCausalLM
 
     from trainspec.trainers.core.tokenizer import build_tokenizer
-    from trainspec.trainers.orchestrator.advantages import group_advantages
+    from trainspec.trainers.orchestrator.algorithms import grpo_advantages
     from trainspec.trainers.orchestrator.loop import score_groups
     from trainspec.trainers.orchestrator.sampler import LocalSampler
     from trainspec.trainers.orchestrator.task import Task
@@ -82,7 +82,7 @@ def fixed_batches(config, count: int) -> list:
         samples = [
             Sample(prompt.ids, c.token_ids, c.logprobs, advantage, reward)
             for prompt, group, group_rewards, group_advs in zip(
-                prompts, groups, rewards, group_advantages(rewards), strict=True
+                prompts, groups, rewards, map(grpo_advantages, rewards), strict=True
             )
             for c, reward, advantage in zip(group, group_rewards, group_advs, strict=True)
         ]

@@ -15,7 +15,6 @@ import torch
 
 from trainspec.config import load
 from trainspec.trainers.core.tokenizer import build_tokenizer
-from trainspec.trainers.orchestrator.advantages import group_advantages
 from trainspec.trainers.orchestrator.loop import run
 from trainspec.trainers.orchestrator.task import Task
 from trainspec.trainers.rl.batch import decode
@@ -23,13 +22,6 @@ from trainspec.trainers.rl.broadcast import READY, broadcast_dir
 from trainspec.trainers.rl.transport_fs import rank_file
 
 WAIT_S = 120.0
-
-
-def test_group_advantages_center_each_group_on_its_mean():
-    assert group_advantages([[1.0, 0.0, 0.5, 0.5], [0.2, 0.2]]) == [
-        [0.5, -0.5, 0.0, 0.0],
-        [0.0, 0.0],
-    ]
 
 
 def task(split="train", reward="lcs_ratio", seed=0):

@@ -30,7 +30,7 @@ from ..run.lock import lock_run_dir, release_run_dir
 from ..run.monitor import Monitor
 from ..run.run_dir import write_resolved_config
 from ..tasks import _stop_id
-from .advantages import group_advantages
+from .algorithms import grpo_advantages
 from .policy import Policy
 from .report import draw_rl_plot
 from .task import Task
@@ -127,7 +127,7 @@ def run(config) -> int:
                 rewards[0][0],
                 prompts[0].answer,
             )
-        advantages = group_advantages(rewards)
+        advantages = [grpo_advantages(group_rewards) for group_rewards in rewards]
         samples = [
             Sample(prompt.ids, c.token_ids, c.logprobs, advantage, reward)
             for prompt, group, group_rewards, group_advs in zip(
