@@ -14,7 +14,7 @@ from trainspec.trainers.errors import SetupError
 from trainspec.trainers.preflight import model_refusals
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from families import save_tiny_model  # noqa: E402
+from families import save_tiny_model, tiny_config  # noqa: E402
 
 
 def model_cfg(source: Path, attn: str):
@@ -51,3 +51,33 @@ def test_gpu_only_implementations_are_refused_on_the_cpu(tmp_path, attn):
     (error,) = [e for e in model_refusals(config, "cpu") if e.path == "model.attn"]
     assert f'"{attn}"' in error.problem and "cpu" in error.problem
     assert 'attn = "auto"' in error.fix
+
+
+def test_auto_keeps_flash_attention_2_only_where_the_family_class_supports_it(tmp_path):
+    """On a CUDA GPU with flash-attn, "auto" asks for flash_attention_2; the family's causal-LM
+    class decides whether it stays (else transformers' own pick); remote code decides at load."""
+    from transformers import PretrainedConfig, PreTrainedModel
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    from trainspec.trainers.core.model import _supported_or_default
+
+    class NoFlashConfig(PretrainedConfig):
+        model_type = "no-flash"
+
+    class NoFlashForCausalLM(PreTrainedModel):
+        config_class = NoFlashConfig
+        _supports_flash_attn = False
+
+    class RemoteConfig(PretrainedConfig):
+        model_type = "remote"
+
+    cfg = model_cfg(save_tiny_model("llama", tmp_path / "llama"), "auto")
+    remote = cfg.model_copy(update={"trust_remote_code": True})
+    flash = "flash_attention_2"
+    assert _supported_or_default(tiny_config("llama"), flash, cfg) == flash
+    assert _supported_or_default(RemoteConfig(), flash, remote) is None
+    MODEL_FOR_CAUSAL_LM_MAPPING.register(NoFlashConfig, NoFlashForCausalLM, exist_ok=True)
+    try:
+        assert _supported_or_default(NoFlashConfig(), flash, cfg) is None
+    finally:
+        MODEL_FOR_CAUSAL_LM_MAPPING._extra_content.pop(NoFlashConfig)

@@ -92,7 +92,7 @@ def load_hf_model(
     has_weights = not is_builtin(model_cfg.name) and not model_cfg.debug.random_init
     attn = attn_implementation(model_cfg.attn, device_type)
     if attn == "flash_attention_2" and model_cfg.attn == "auto":
-        attn = _supported_or_default(AutoModelForCausalLM, config, attn, model_cfg)
+        attn = _supported_or_default(config, attn, model_cfg)
     common = {"dtype": dtype, "trust_remote_code": model_cfg.trust_remote_code}
     try:
         if has_weights and not on_meta:
@@ -117,10 +117,12 @@ def load_hf_model(
     return model
 
 
-def _supported_or_default(auto_model, config, attn: str, model_cfg) -> str | None:
-    """`attn` where the family's model class supports it, else None (transformers' pick)."""
+def _supported_or_default(config, attn: str, model_cfg) -> str | None:
+    """`attn` where the family's causal-LM class supports it, else None (transformers' pick)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
     try:
-        model_class = auto_model._model_mapping[type(config)]
+        model_class = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
     except KeyError:  # remote code: its class decides at load time
         return None if model_cfg.trust_remote_code else attn
     return attn if getattr(model_class, "_supports_flash_attn", False) else None
