@@ -5,25 +5,838 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 from trainspec.config_model import ConfigModel
+from typing_extensions import TypeAliasType
 
 
-class RendererConfig(ConfigModel):
+class BaseRendererConfig(ConfigModel):
     """
-    How chat examples become tokens: the tokenizer's chat template, or one of the reference's named renderers (from the renderers package).
+    Settings every renderer has.
     """
 
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    name: Annotated[
-        Literal["auto", "default", "qwen3", "prime-qwen3", "qwen3.5", "qwen3.6", "qwen3.8", "qwen3-vl", "gemma4", "glm-5", "glm-5.1", "glm-5.3", "glm-4.5", "gpt-oss", "hy3", "inkling", "kimi-k2", "kimi-k2.5", "laguna-xs.2", "laguna-m.1", "laguna-xs-2.1", "laguna-s-2.1", "llama-3", "minimax-m2", "nemotron-3", "nemotron-3-ultra", "nemotron-3.5", "deepseek-v3", "deepseek-r1", "deepseek-v4", "custom"],
-        Field(
-            description='Renderer; "auto" and "default" render with the tokenizer\'s chat template.'
-        ),
-    ] = "auto"
     thinking_retention: Annotated[
         Literal["tool_cycle", "all"] | None,
         Field(
             description="Which earlier reasoning a named renderer keeps in the prompt; null renders messages as written."
         ),
     ] = None
+
+
+class AutoRendererConfig(BaseRendererConfig):
+    """
+    The default: renders with the tokenizer's own chat template (trainspec does not resolve a named renderer from the model name).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["auto"],
+        Field(description="Selects the tokenizer's chat template (the default)."),
+    ] = "auto"
+
+
+class DefaultRendererConfig(BaseRendererConfig):
+    """
+    The tokenizer's chat template, applied generically (in trainspec the same as auto). Other keys are taken as keyword arguments of the chat template, as the reference does.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    name: Annotated[
+        Literal["default"],
+        Field(description="Selects the generic chat-template renderer."),
+    ]
+    tool_parser: Annotated[
+        str | None,
+        Field(
+            description="Name of the renderers package's parser that reads tool calls back out of generated text; null: none.",
+            examples=["qwen3", "glm"],
+        ),
+    ] = None
+    reasoning_parser: Annotated[
+        str | None,
+        Field(
+            description="Name of the renderers package's parser that reads reasoning back out of generated text; null: none.",
+            examples=["think"],
+        ),
+    ] = None
+
+
+class Qwen3RendererConfig(BaseRendererConfig):
+    """
+    Qwen3's renderer (text only), from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[Literal["qwen3"], Field(description="Selects the qwen3 renderer.")]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block."
+        ),
+    ] = True
+
+
+class PrimeQwen3RendererConfig(BaseRendererConfig):
+    """
+    Prime Intellect's Qwen3 renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["prime-qwen3"], Field(description="Selects the prime-qwen3 renderer.")
+    ]
+
+
+class Qwen35RendererConfig(BaseRendererConfig):
+    """
+    Qwen3.5's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["qwen3.5"], Field(description="Selects the qwen3.5 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool | None,
+        Field(
+            description="Render in thinking mode (the generation prompt opens a <think> block); null takes the chat template's own default for the checkpoint."
+        ),
+    ] = None
+    add_vision_id: Annotated[
+        bool,
+        Field(
+            description='Number each image and video placeholder ("Picture 1: ", "Video 1: ", counted across the conversation), as the chat template\'s add_vision_id does.'
+        ),
+    ] = False
+    image_cache_max: Annotated[
+        int,
+        Field(
+            description="How many processed images the renderer keeps cached (oldest dropped first)."
+        ),
+    ] = 256
+
+
+class Qwen36RendererConfig(BaseRendererConfig):
+    """
+    Qwen3.6's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["qwen3.6"], Field(description="Selects the qwen3.6 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool | None,
+        Field(
+            description="Render in thinking mode (the generation prompt opens a <think> block); null takes the chat template's own default for the checkpoint."
+        ),
+    ] = None
+    add_vision_id: Annotated[
+        bool,
+        Field(
+            description='Number each image and video placeholder ("Picture 1: ", "Video 1: ", counted across the conversation), as the chat template\'s add_vision_id does.'
+        ),
+    ] = False
+    preserve_thinking: Annotated[
+        bool,
+        Field(
+            description="Keep the reasoning of earlier assistant turns in the prompt (the chat template's preserve_thinking)."
+        ),
+    ] = False
+    image_cache_max: Annotated[
+        int,
+        Field(
+            description="How many processed images the renderer keeps cached (oldest dropped first)."
+        ),
+    ] = 256
+
+
+class Qwen38RendererConfig(BaseRendererConfig):
+    """
+    Qwen3.8's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["qwen3.8"], Field(description="Selects the qwen3.8 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool | None,
+        Field(
+            description="Render in thinking mode (the generation prompt opens a <think> block); null takes the chat template's own default for the checkpoint."
+        ),
+    ] = None
+    add_vision_id: Annotated[
+        bool,
+        Field(
+            description='Number each image and video placeholder ("Picture 1: ", "Video 1: ", counted across the conversation), as the chat template\'s add_vision_id does.'
+        ),
+    ] = False
+    preserve_thinking: Annotated[
+        bool,
+        Field(
+            description="Keep the reasoning of earlier assistant turns in the prompt (the chat template's preserve_thinking)."
+        ),
+    ] = True
+    reasoning_effort: Annotated[
+        Literal["xhigh", "medium", "low"],
+        Field(
+            description="How much the system prompt asks the model to reason, when thinking is on."
+        ),
+    ] = "xhigh"
+    image_cache_max: Annotated[
+        int,
+        Field(
+            description="How many processed images the renderer keeps cached (oldest dropped first)."
+        ),
+    ] = 256
+
+
+class Qwen3VLRendererConfig(BaseRendererConfig):
+    """
+    Qwen3-VL's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["qwen3-vl"], Field(description="Selects the qwen3-vl renderer.")
+    ]
+    add_vision_id: Annotated[
+        bool,
+        Field(
+            description='Number each image and video placeholder ("Picture 1: ", "Video 1: ", counted across the conversation), as the chat template\'s add_vision_id does.'
+        ),
+    ] = False
+    image_cache_max: Annotated[
+        int,
+        Field(
+            description="How many processed images the renderer keeps cached (oldest dropped first)."
+        ),
+    ] = 256
+
+
+class Gemma4RendererConfig(BaseRendererConfig):
+    """
+    Gemma 4's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["gemma4"], Field(description="Selects the gemma4 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in Gemma 4's thinking mode (the chat template's enable_thinking)."
+        ),
+    ] = False
+    preserve_thinking: Annotated[
+        bool,
+        Field(
+            description="Keep the reasoning of earlier assistant turns in the prompt (on earlier tool-call turns, where the template allows it)."
+        ),
+    ] = False
+    image_cache_max: Annotated[
+        int,
+        Field(
+            description="How many processed images the renderer keeps cached (oldest dropped first)."
+        ),
+    ] = 256
+
+
+class GLM5RendererConfig(BaseRendererConfig):
+    """
+    GLM-5's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[Literal["glm-5"], Field(description="Selects the glm-5 renderer.")]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block."
+        ),
+    ] = True
+    clear_thinking: Annotated[
+        bool,
+        Field(
+            description="Drop the reasoning of assistant turns from earlier tool cycles (the chat template's clear_thinking)."
+        ),
+    ] = True
+
+
+class GLM51RendererConfig(BaseRendererConfig):
+    """
+    GLM-5.1's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["glm-5.1"], Field(description="Selects the glm-5.1 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block."
+        ),
+    ] = True
+    clear_thinking: Annotated[
+        bool,
+        Field(
+            description="Drop the reasoning of assistant turns from earlier tool cycles (the chat template's clear_thinking)."
+        ),
+    ] = True
+
+
+class GLM53RendererConfig(BaseRendererConfig):
+    """
+    GLM-5.3's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["glm-5.3"], Field(description="Selects the glm-5.3 renderer.")
+    ]
+    clear_thinking: Annotated[
+        bool,
+        Field(
+            description="Drop the reasoning of assistant turns from earlier tool cycles (the chat template's clear_thinking)."
+        ),
+    ] = False
+    reasoning_effort: Annotated[
+        Literal["low", "high", "max"],
+        Field(description="Reasoning effort the template's system preamble asks for."),
+    ] = "max"
+
+
+class GLM45RendererConfig(BaseRendererConfig):
+    """
+    GLM-4.5's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["glm-4.5"], Field(description="Selects the glm-4.5 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block."
+        ),
+    ] = True
+
+
+class GptOssRendererConfig(BaseRendererConfig):
+    """
+    gpt-oss's harmony renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["gpt-oss"], Field(description="Selects the gpt-oss renderer.")
+    ]
+    reasoning_effort: Annotated[
+        Literal["low", "medium", "high"],
+        Field(description="Reasoning effort named in the harmony system message."),
+    ] = "medium"
+    conversation_start_date: Annotated[
+        str | None,
+        Field(
+            description="Date written into the harmony system message; null: the date of the render.",
+            examples=["2025-06-28"],
+        ),
+    ] = None
+    use_system_prompt: Annotated[
+        bool,
+        Field(
+            description="Start the conversation with harmony's standard system message."
+        ),
+    ] = True
+    knowledge_cutoff: Annotated[
+        str | None,
+        Field(
+            description="Knowledge-cutoff text of the system message; null: harmony's own.",
+            examples=["2024-06"],
+        ),
+    ] = None
+    model_identity: Annotated[
+        str | None,
+        Field(
+            description="Model-identity line of the system message; null: harmony's own.",
+            examples=["You are a helpful assistant."],
+        ),
+    ] = None
+    auto_drop_analysis: Annotated[
+        bool,
+        Field(
+            description="Drop the analysis (reasoning) of earlier turns outside the current tool cycle; off keeps all of it."
+        ),
+    ] = True
+
+
+class Hy3RendererConfig(BaseRendererConfig):
+    """
+    Hunyuan 3's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[Literal["hy3"], Field(description="Selects the hy3 renderer.")]
+    reasoning_effort: Annotated[
+        Literal["no_think", "low", "high"],
+        Field(
+            description="Whether and how deeply the model reasons (the chat template's reasoning_effort)."
+        ),
+    ] = "no_think"
+    preserved_thinking: Annotated[
+        bool | None,
+        Field(
+            description="Keep the reasoning of earlier assistant turns; null follows the template (kept when tools are given)."
+        ),
+    ] = None
+    is_training: Annotated[
+        bool,
+        Field(
+            description="Render as the template does for training targets: reasoning kept on every assistant turn and the last one closed with the end token."
+        ),
+    ] = False
+    raw_last_assistant: Annotated[
+        bool,
+        Field(
+            description="Write a final non-tool assistant message as plain text, without think block or end token (for continuing it)."
+        ),
+    ] = False
+    fallback_strategy: Annotated[
+        Literal["reasoning_toolcall_retry"] | None,
+        Field(description="The template's fallback mode; null: none."),
+    ] = None
+
+
+BoundedFloat = TypeAliasType(
+    "BoundedFloat",
+    Annotated[
+        float,
+        Field(
+            description="Reasoning depth written into the leading system message: a label, or a number from 0 to 0.99.",
+            ge=0.0,
+            le=0.99,
+            title="BoundedFloat",
+        ),
+    ],
+)
+
+
+class InklingRendererConfig(BaseRendererConfig):
+    """
+    Inkling's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["inkling"], Field(description="Selects the inkling renderer.")
+    ]
+    reasoning_effort: Annotated[
+        Literal["none", "minimal", "low", "medium", "high", "max"] | BoundedFloat,
+        Field(
+            description="Reasoning depth written into the leading system message: a label, or a number from 0 to 0.99."
+        ),
+    ] = 0.9
+    image_cache_max: Annotated[
+        int,
+        Field(
+            description="How many processed images the renderer keeps cached (oldest dropped first)."
+        ),
+    ] = 256
+    audio_cache_max: Annotated[
+        int,
+        Field(
+            description="How many processed audio clips the renderer keeps cached (oldest dropped first)."
+        ),
+    ] = 256
+
+
+class KimiK2RendererConfig(BaseRendererConfig):
+    """
+    Kimi K2's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["kimi-k2"], Field(description="Selects the kimi-k2 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Kept for uniformity with the other renderers; Kimi K2's template ignores it."
+        ),
+    ] = True
+
+
+class KimiK25RendererConfig(BaseRendererConfig):
+    """
+    Kimi K2.5's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["kimi-k2.5"], Field(description="Selects the kimi-k2.5 renderer.")
+    ]
+    thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block (off: an empty one)."
+        ),
+    ] = True
+    image_cache_max: Annotated[
+        int,
+        Field(
+            description="How many processed images the renderer keeps cached (oldest dropped first)."
+        ),
+    ] = 256
+
+
+class LagunaXS2RendererConfig(BaseRendererConfig):
+    """
+    Laguna XS.2's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["laguna-xs.2"], Field(description="Selects the laguna-xs.2 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block."
+        ),
+    ] = False
+    render_assistant_messages_raw: Annotated[
+        bool,
+        Field(
+            description="Write assistant messages through verbatim (no reasoning split, no tool-call markup), adding only the missing think and end markers."
+        ),
+    ] = False
+
+
+class LagunaM1RendererConfig(BaseRendererConfig):
+    """
+    Laguna M.1's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["laguna-m.1"], Field(description="Selects the laguna-m.1 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block."
+        ),
+    ] = False
+    render_assistant_messages_raw: Annotated[
+        bool,
+        Field(
+            description="Write assistant messages through verbatim (no reasoning split, no tool-call markup), adding only the missing think and end markers."
+        ),
+    ] = False
+
+
+class LagunaXS21RendererConfig(BaseRendererConfig):
+    """
+    Laguna XS 2.1's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["laguna-xs-2.1"],
+        Field(description="Selects the laguna-xs-2.1 renderer."),
+    ]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block and assistant turns show their reasoning."
+        ),
+    ] = False
+
+
+class LagunaS21RendererConfig(BaseRendererConfig):
+    """
+    Laguna S 2.1's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["laguna-s-2.1"], Field(description="Selects the laguna-s-2.1 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block and assistant turns show their reasoning."
+        ),
+    ] = True
+    preserve_thinking: Annotated[
+        bool,
+        Field(
+            description="Show the reasoning of assistant turns even with thinking mode off."
+        ),
+    ] = False
+
+
+class Llama3RendererConfig(BaseRendererConfig):
+    """
+    Llama 3's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["llama-3"], Field(description="Selects the llama-3 renderer.")
+    ]
+    date_string: Annotated[
+        str,
+        Field(
+            description="Date the system preamble gives as today's.",
+            examples=["01 Jan 2025"],
+        ),
+    ] = "26 Jul 2024"
+    tools_in_user_message: Annotated[
+        bool,
+        Field(
+            description="Describe the tools in the first user message; off puts them in the system message."
+        ),
+    ] = True
+
+
+class MiniMaxM2RendererConfig(BaseRendererConfig):
+    """
+    MiniMax-M2's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["minimax-m2"], Field(description="Selects the minimax-m2 renderer.")
+    ]
+    model_identity: Annotated[
+        str,
+        Field(
+            description="System message used when the conversation has none.",
+            examples=["You are a concise assistant."],
+        ),
+    ] = "You are a helpful assistant. Your name is MiniMax-M2.5 and is built by MiniMax."
+
+
+class Nemotron3RendererConfig(BaseRendererConfig):
+    """
+    Nemotron 3's renderer (Nano and Super), from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["nemotron-3"], Field(description="Selects the nemotron-3 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block."
+        ),
+    ] = True
+    truncate_history_thinking: Annotated[
+        bool,
+        Field(
+            description="Drop the reasoning of assistant turns from earlier tool cycles (the chat template's truncate_history_thinking)."
+        ),
+    ] = True
+    low_effort: Annotated[
+        bool,
+        Field(
+            description="Ask for brief reasoning at the end of the last user message (Super's template; Nano ignores it)."
+        ),
+    ] = False
+
+
+class Nemotron3UltraRendererConfig(BaseRendererConfig):
+    """
+    Nemotron 3 Ultra's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["nemotron-3-ultra"],
+        Field(description="Selects the nemotron-3-ultra renderer."),
+    ]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block."
+        ),
+    ] = True
+    truncate_history_thinking: Annotated[
+        bool,
+        Field(
+            description="Drop the reasoning of assistant turns from earlier tool cycles (the chat template's truncate_history_thinking)."
+        ),
+    ] = True
+    medium_effort: Annotated[
+        bool,
+        Field(
+            description="Ask for efficient reasoning at the end of the last user message."
+        ),
+    ] = False
+
+
+class Nemotron35RendererConfig(BaseRendererConfig):
+    """
+    Nemotron 3.5's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["nemotron-3.5"], Field(description="Selects the nemotron-3.5 renderer.")
+    ]
+    enable_thinking: Annotated[
+        bool,
+        Field(
+            description="Render in thinking mode: the generation prompt opens a <think> block."
+        ),
+    ] = True
+    truncate_history_thinking: Annotated[
+        bool,
+        Field(
+            description="Drop the reasoning of assistant turns from earlier tool cycles (the chat template's truncate_history_thinking)."
+        ),
+    ] = True
+
+
+class DeepSeekV3RendererConfig(BaseRendererConfig):
+    """
+    DeepSeek-V3's renderer (no reasoning), from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["deepseek-v3"], Field(description="Selects the deepseek-v3 renderer.")
+    ]
+
+
+class DeepSeekR1RendererConfig(BaseRendererConfig):
+    """
+    DeepSeek-R1's renderer (always reasons), from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["deepseek-r1"], Field(description="Selects the deepseek-r1 renderer.")
+    ]
+
+
+class DeepSeekV4RendererConfig(BaseRendererConfig):
+    """
+    DeepSeek-V4's renderer, from the renderers package.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        Literal["deepseek-v4"], Field(description="Selects the deepseek-v4 renderer.")
+    ]
+    enable_thinking: Annotated[bool, Field(description="Render in thinking mode.")] = (
+        False
+    )
+    drop_thinking: Annotated[
+        bool,
+        Field(
+            description="Drop reasoning from before the latest user message when the conversation has no tools."
+        ),
+    ] = True
+    reasoning_effort: Annotated[
+        Literal["low", "high", "max"],
+        Field(description="Effort prefix of thinking mode (low adds nothing)."),
+    ] = "low"
+
+
+class CustomRendererConfig(BaseRendererConfig):
+    """
+    A renderer class of your own, named by import_path; its other keys go to that class's config. The SFT trainer refuses it at start.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    name: Annotated[
+        Literal["custom"], Field(description="Selects a renderer of your own.")
+    ]
+    import_path: Annotated[
+        str,
+        Field(
+            description="The renderer class, as 'package.module.Class' or 'path/to/file.py:Class'.",
+            examples=["my_renderers.glm53.NoThinkingRenderer"],
+        ),
+    ]
+
+
+RendererConfig = TypeAliasType(
+    "RendererConfig",
+    Annotated[
+        AutoRendererConfig | DefaultRendererConfig | Qwen3RendererConfig | PrimeQwen3RendererConfig | Qwen35RendererConfig | Qwen36RendererConfig | Qwen38RendererConfig | Qwen3VLRendererConfig | Gemma4RendererConfig | GLM5RendererConfig | GLM51RendererConfig | GLM53RendererConfig | GLM45RendererConfig | GptOssRendererConfig | Hy3RendererConfig | InklingRendererConfig | KimiK2RendererConfig | KimiK25RendererConfig | LagunaXS2RendererConfig | LagunaM1RendererConfig | LagunaXS21RendererConfig | LagunaS21RendererConfig | Llama3RendererConfig | MiniMaxM2RendererConfig | Nemotron3RendererConfig | Nemotron3UltraRendererConfig | Nemotron35RendererConfig | DeepSeekV3RendererConfig | DeepSeekR1RendererConfig | DeepSeekV4RendererConfig | CustomRendererConfig,
+        Field(
+            description='How chat examples become tokens, chosen by `name`: the tokenizer\'s chat template ("auto", the default, and "default"), or one of the reference\'s named renderers from the renderers package, each with its own settings.',
+            discriminator="name",
+            title="RendererConfig",
+        ),
+    ],
+)

@@ -31,13 +31,9 @@ class SFTTrainerConfig(BaseTrainerConfig):
         val_1.SFTValConfig | None,
         Field(description="Periodic validation; off unless this table is present."),
     ] = None
-    renderer: Annotated[
-        renderer_1.RendererConfig,
-        Field(
-            description="How chat examples are rendered to tokens (the tokenizer's chat template unless named).",
-            validate_default=True,
-        ),
-    ] = {}
+    renderer: Annotated[renderer_1.RendererConfig, Field(description="How chat examples are rendered to tokens (the tokenizer's chat template unless named).", validate_default=True)] = {
+        "name": "auto"
+    }
     weight_broadcast: Annotated[
         weight_broadcast_1.WeightBroadcastConfig | None,
         Field(

@@ -58,11 +58,21 @@ def generated_documents(schema: dict, count: int) -> list[dict]:
     return found
 
 
+def union_tag(path: str, table: Any, declared: dict) -> tuple[str, str] | None:
+    """(key, value) of the tag that picks the union variant of `table` (`type`, or the union's
+    own discriminator such as `name`), when the schema declares one."""
+    if not isinstance(table, dict) or not path:
+        return None
+    for key, value in table.items():
+        if isinstance(value, str) and f"{path[:-1]}[{value}].{key}" in declared:
+            return key, value
+    return None
+
+
 def variant_path(path: str, table: Any, declared: dict) -> str:
     """`path` with the union variant of `table` in it, when the schema declares one."""
-    if isinstance(table, dict) and path and f"{path[:-1]}[{table.get('type')}].type" in declared:
-        return f"{path[:-1]}[{table['type']}]."
-    return path
+    tag = union_tag(path, table, declared)
+    return f"{path[:-1]}[{tag[1]}]." if tag else path
 
 
 def _bound_values(fact: dict, value: Any) -> Iterator[tuple[str, Any]]:
@@ -118,8 +128,9 @@ def mutations(document: dict, declared: dict) -> list[tuple[str, str, dict]]:
     def walk(node: Any, path: list[Any], dotted: str) -> None:
         if isinstance(node, dict):
             out.append(("unknown-key", dotted or "(top)", copy_with([*path, "__bogus__"], 1)))
-            if "type" in node and isinstance(node["type"], str):
-                out.append(("unknown-tag", dotted, copy_with([*path, "type"], "__bogus__")))
+            tag = union_tag(f"{dotted}.", node, declared)
+            if tag is not None:
+                out.append(("unknown-tag", dotted, copy_with([*path, tag[0]], "__bogus__")))
             here = variant_path(f"{dotted}." if dotted else "", node, declared)
             for key, value in node.items():
                 walk(value, [*path, key], f"{here}{key}")

@@ -7,8 +7,9 @@ turns what a user writes into those values before validation:
 
 * The string ``"None"`` is null. TOML has no null, so a nullable setting is turned off by
   writing ``"None"`` (every nullable property of the schema lists it as a documented value).
-* A table without ``type`` selects the union's default variant: the one variant whose ``type``
-  is optional in the schema (``[optim]`` alone configures AdamW).
+* A table without its tag (``type``, or the union's own discriminator: ``name`` for
+  ``[renderer]``) selects the union's default variant: the one variant whose tag is optional in
+  the schema (``[optim]`` alone configures AdamW).
 * A sub-config that is also a switch (``x-trainspec-switch``, e.g. ``model.full_offload``) reads
   ``true`` as "on with defaults" and ``false`` as off.
 
@@ -41,7 +42,8 @@ SWITCH = "x-trainspec-switch"
 @dataclass(frozen=True, slots=True)
 class _FieldConventions:
     nullable: bool
-    default_tag: str | None  # tag filled in when a table of a union field has no `type`
+    default_tag: str | None  # tag filled in when a table of a union field has no tag
+    tag_key: str  # the union's discriminator: "type", or "name" for [renderer]
     switch: bool  # a sub-config that also takes true/false
 
 
@@ -57,10 +59,27 @@ def union_members(annotation: Any) -> list[Any]:
     return [annotation]
 
 
-def _default_tag(members: list[Any]) -> str | None:
+def discriminator(annotation: Any) -> str:
+    """The property a tagged union field is discriminated on (``type`` unless it says)."""
+    if isinstance(annotation, TypeAliasType):
+        return discriminator(annotation.__value__)
+    if typing.get_origin(annotation) is typing.Annotated:
+        for meta in typing.get_args(annotation)[1:]:
+            if isinstance(getattr(meta, "discriminator", None), str):
+                return meta.discriminator
+        return discriminator(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            key = discriminator(arg)
+            if key != "type":
+                return key
+    return "type"
+
+
+def _default_tag(members: list[Any], key: str) -> str | None:
     for member in members:
         if isinstance(member, type) and issubclass(member, BaseModel):
-            tag = member.model_fields.get("type")
+            tag = member.model_fields.get(key)
             if tag is not None and not tag.is_required():
                 return tag.default
     return None
@@ -70,15 +89,17 @@ def _conventions(cls: type[BaseModel]) -> dict[str, _FieldConventions]:
     found: dict[str, _FieldConventions] = {}
     for name, field in cls.model_fields.items():
         members = union_members(field.annotation)
+        key = discriminator(field.annotation)
         tagged = [
             m
             for m in members
-            if isinstance(m, type) and issubclass(m, BaseModel) and "type" in m.model_fields
+            if isinstance(m, type) and issubclass(m, BaseModel) and key in m.model_fields
         ]
         extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
         conventions = _FieldConventions(
             nullable=type(None) in members,
-            default_tag=_default_tag(tagged) if len(tagged) > 1 else None,
+            default_tag=_default_tag(tagged, key) if len(tagged) > 1 else None,
+            tag_key=key,
             switch=bool(extra.get(SWITCH)),
         )
         if conventions.nullable or conventions.default_tag or conventions.switch:
@@ -92,8 +113,8 @@ def _convert(rule: _FieldConventions, value: Any) -> Any:
         return None
     if isinstance(value, bool) and rule.switch:
         return {} if value else None
-    if isinstance(value, dict) and rule.default_tag and "type" not in value:
-        return {**value, "type": rule.default_tag}
+    if isinstance(value, dict) and rule.default_tag and rule.tag_key not in value:
+        return {**value, rule.tag_key: rule.default_tag}
     return value
 
 

@@ -72,8 +72,14 @@ REFUSALS = [
     ("model.dp_replicate", {"model.dp_replicate": 2}, False),
     ("model.debug.force_balanced_routing", {"model.debug.force_balanced_routing": True}, False),
     ("memory_profiler_path", {"memory_profiler_path": "PROFILE"}, True),
-    ("renderer.name", {"renderer.name": "custom"}, False),
+    ("renderer.name", {"renderer.name": "custom", "renderer.import_path": "my.Renderer"}, False),
     ("renderer.thinking_retention", {"renderer.thinking_retention": "all"}, False),
+    ("renderer.tool_parser", {"renderer.name": "default", "renderer.tool_parser": "hermes"}, False),
+    (
+        "renderer.reasoning_parser",
+        {"renderer.name": "default", "renderer.reasoning_parser": "think"},
+        False,
+    ),
     ("weight_broadcast", {"weight_broadcast": {"type": "filesystem"}}, False),
     (
         "weight_broadcast",

@@ -22,6 +22,8 @@ look at what they recorded. One run compiles a block (about 20 s on two cold CPU
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 import torch
 from field_recorder import FieldRecorder
@@ -104,6 +106,33 @@ def refused(tmp_path_factory) -> tuple[dict[str, BaseException | None], FieldRec
     return outcomes, recorder
 
 
+def _renderer_settings() -> tuple[dict[str, str], dict[str, str]]:
+    """The `[renderer]` leaves beside `name` and `thinking_retention`: those of a named renderer,
+    each with one variant that has it (handed to the renderers package, proven below by
+    test_a_renderer_setting_reaches_the_renderers_package), and those only `custom` has (set
+    only with renderer.name = "custom", which is refused)."""
+    from trainspec.config_model import union_members
+    from trainspec.generated.renderer import RendererConfig
+    from trainspec.trainers.sft.named_renderers import TEMPLATE_RENDERERS
+
+    named: dict[str, str] = {}
+    custom: dict[str, str] = {}
+    for variant in union_members(RendererConfig):
+        (tag,) = variant.model_fields["name"].annotation.__args__
+        for field in variant.model_fields:
+            leaf = f"renderer.{field}"
+            if field in ("name", "thinking_retention") or leaf in named:
+                continue
+            if tag == "custom":
+                custom[leaf] = tag
+            elif tag not in TEMPLATE_RENDERERS:
+                named[leaf] = tag
+    return named, {leaf: tag for leaf, tag in custom.items() if leaf not in named}
+
+
+RENDERER_SETTINGS, CUSTOM_ONLY = _renderer_settings()
+
+
 def _refused_by(leaf: str) -> str | None:
     for path in REFUSED_PATHS:
         if leaf == path or leaf.startswith(path + "."):
@@ -118,6 +147,10 @@ def _how_consumed(leaf: str, consumed: FieldRecorder, refused_reads: FieldRecord
         return f"refused with {_refused_by(leaf)}"
     if leaf in CONSUMED_BY_RULES:
         return f"consumed by the rule {CONSUMED_BY_RULES[leaf]}"
+    if leaf in RENDERER_SETTINGS:
+        return f'handed to the renderers package (renderer.name = "{RENDERER_SETTINGS[leaf]}")'
+    if leaf in CUSTOM_ONLY and "renderer.name" in REFUSED_PATHS:
+        return 'only under renderer.name = "custom", which is refused'
     if leaf in RENAMED:
         return f"renamed to {RENAMED[leaf]}"
     if refused_reads.readers(leaf):
@@ -181,6 +214,41 @@ def test_rule_consumes_the_field(path):
         rules[rule_name](config, ctx)
         outcomes.append((config.model_dump(), ctx.errors, ctx.warnings))
     assert outcomes[0] != outcomes[1], f"{rule_name} does the same for {path} = {values}"
+
+
+def _literals(annotation) -> set:
+    if typing.get_origin(annotation) is typing.Literal:
+        return set(typing.get_args(annotation))
+    return {value for arg in typing.get_args(annotation) for value in _literals(arg)}
+
+
+def _another_value(info):
+    """A valid value of a renderer setting other than its default."""
+    choices = sorted(_literals(info.annotation) - {info.default}, key=str)
+    if choices:
+        return choices[0]
+    if isinstance(info.default, bool):
+        return not info.default
+    if info.default is None:
+        return False if "bool" in str(info.annotation) else "changed"
+    if isinstance(info.default, int):
+        return info.default + 1
+    return f"{info.default} (changed)"
+
+
+@pytest.mark.parametrize("leaf", sorted(RENDERER_SETTINGS))
+def test_a_renderer_setting_reaches_the_renderers_package(leaf):
+    """The SFT data path's NamedRendering (sft/named_renderers.py) hands the setting, at a value
+    other than its default, to the package's own config of that renderer."""
+    from trainspec.trainers.sft.named_renderers import NamedRendering, renderer_config
+
+    name, field = RENDERER_SETTINGS[leaf], leaf.removeprefix("renderer.")
+    config = load("sft", [], {"renderer.name": name}).config
+    value = _another_value(type(config.renderer).model_fields[field])
+    config = load("sft", [], {"renderer.name": name, leaf: value}).config
+    rendering = NamedRendering.from_config(config.renderer)
+    package = renderer_config(rendering.name, rendering.settings)
+    assert getattr(package, field) == value != type(package).model_fields[field].default
 
 
 @pytest.mark.parametrize("path", sorted(RENAMED))

@@ -143,8 +143,9 @@ def _why_absent(info: SchemaInfo, parts: KeyPath, rows: list[Setting]) -> str:
         union = parts[:depth]
         owners = [t for t, names in info.variants.get(union, {}).items() if parts[depth] in names]
         if owners:
-            chosen = next((r.value for r in rows if r.path == (*union, "type")), None)
-            tag = ".".join((*union, "type"))
+            key = info.tag_of(union)
+            chosen = next((r.value for r in rows if r.path == (*union, key)), None)
+            tag = ".".join((*union, key))
             now = toml_value(chosen) if chosen is not None else "not set"
             return f": it is a setting of {tag} {' or '.join(owners)}, and {tag} is {now}"
     return ": the table that holds it is off (null) in this config"

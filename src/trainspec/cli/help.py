@@ -31,7 +31,8 @@ def config_flags_help(kind: str, width: int = 100, section: str | None = None) -
     for path, key in info.keys.items():
         if path[: len(parts)] != parts or key.renamed_to:
             continue  # another section, or an old name: validate-config says where it went
-        if key.is_table and not key.is_switch and "type" not in info.children.get(path, []):
+        tag = info.tag_of(path)
+        if key.is_table and not key.is_switch and tag not in info.children.get(path, []):
             continue  # a plain table: its keys are listed one by one
         flag = "--" + ".".join(path)
         if key.is_switch:
@@ -103,7 +104,7 @@ def describe(
     """One setting in a sentence or three: description, what it takes (bounds too), default."""
     text = key.description
     union = path[:-1]
-    if info is not None and path[-1] == "type" and union in info.variants:
+    if info is not None and union in info.variants and path[-1] == info.tag_of(union):
         # each variant describes its own tag ("Selects AdamW."): say what the key chooses
         text = f"Which {'.'.join(union)} variant this is; a setting of only some variants is "
         text += "marked with them."
@@ -123,7 +124,14 @@ def describe(
 
 
 def default_text(key: KeyInfo) -> str | None:
-    """The default as written in TOML; a sub-table's is "on" / "off" or left out, never {}."""
+    """The default as written in TOML; a sub-table's is "on" / "off" or left out, never {}.
+    A key whose union variants default it differently gets each variant's."""
+    groups = key.defaults_by_value()
+    if groups:
+        return "; ".join(
+            f"{'required' if value is NO_DEFAULT else toml_default(value)} for {', '.join(tags)}"
+            for value, tags in groups
+        )
     default = key.default
     if default is NO_DEFAULT:
         return None
@@ -147,8 +155,8 @@ def toml_default(value: Any) -> str:
 
 
 def variant_of(info: SchemaInfo, path: KeyPath) -> str | None:
-    """`optim.type sgd` for a key that only some variants of a union have (the nearest union
-    above it that does not give every variant this key)."""
+    """`optim.type sgd` (`renderer.name qwen3`) for a key that only some variants of a union
+    have (the nearest union above it that does not give every variant this key)."""
     for depth in range(len(path) - 1, -1, -1):
         union = path[:depth]
         tags = info.variants.get(union)
@@ -156,5 +164,5 @@ def variant_of(info: SchemaInfo, path: KeyPath) -> str | None:
             continue
         owners = [tag for tag, names in tags.items() if path[depth] in names]
         if owners and len(owners) < len(tags):
-            return f"{'.'.join((*union, 'type'))} {', '.join(owners)}"
+            return f"{'.'.join((*union, info.tag_of(union)))} {', '.join(owners)}"
     return None

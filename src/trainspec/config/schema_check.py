@@ -21,6 +21,7 @@ from .schema_messages import (
     bad_value,
     is_known,
     key_issue,
+    schema_path,
     unknown_key,
     wrong_shape,
 )
@@ -119,16 +120,17 @@ def _kind(error) -> str:
     return type(error.kind).__name__
 
 
-def _viable(branch: list, path: tuple[Any, ...], data: Any) -> bool:
-    """Whether a union branch had the right shape and failed only further in."""
+def _viable(branch: list, path: tuple[Any, ...], data: Any, tag: str) -> bool:
+    """Whether a union branch had the right shape and failed only further in (`tag`: the key
+    that picks the variant)."""
     for error in branch:
         where = _instance_path(error, data)
         if where == path and _kind(error) in SHAPE_ERRORS:
             return False
-        if where == (*path, "type") and _kind(error) == "Constant":
+        if where == (*path, tag) and _kind(error) == "Constant":
             return False
-        if where == path and _kind(error) == "Required" and error.kind.property == "type":
-            return False  # a variant that needs `type`, for a table that left it out
+        if where == path and _kind(error) == "Required" and error.kind.property == tag:
+            return False  # a variant that needs its tag, for a table that left it out
     return True
 
 
@@ -136,7 +138,8 @@ def _translate(error, info: SchemaInfo, data: Any, schema: dict) -> Iterator[Con
     path = _instance_path(error, data)
     kind = _kind(error)
     if kind in ("AnyOf", "OneOfNotValid"):
-        branches = [branch for branch in error.kind.context if _viable(branch, path, data)]
+        tag = info.tag_of(schema_path(path))
+        branches = [b for b in error.kind.context if _viable(b, path, data, tag)]
         if branches:
             for inner in min(branches, key=len):
                 yield from _translate(inner, info, data, schema)

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainspec.schema_walk import objects, resolve_ref
+from trainspec.schema_walk import objects, resolve_ref, tag_key
 
 from .bundle import SCHEMA_NAMES, bundled_schema
 
@@ -36,11 +36,22 @@ class KeyInfo:
     renamed_to: str | None = None  # an old name (x-trainspec-renamed): the key's new name
     bounds: list[str] = field(default_factory=list)  # ">= 0", "in (0, 1)": one per branch
     auto: dict[str, Any] | None = None  # an "auto" setting: kind -> what it becomes
+    # a key of several union variants: variant tag -> its default there (they may differ)
+    variant_defaults: dict[str, Any] = field(default_factory=dict)
 
     @property
     def limits(self) -> str:
         """The bounds in words ("" when the key has none)."""
         return " or ".join(self.bounds)
+
+    def defaults_by_value(self) -> list[tuple[Any, list[str]]]:
+        """(default, the variants with it) when the variants that have this key give it
+        different defaults; [] when they agree."""
+        groups: dict[str, tuple[Any, list[str]]] = {}
+        for tag, value in self.variant_defaults.items():
+            text = "<required>" if value is NO_DEFAULT else json.dumps(value, sort_keys=True)
+            groups.setdefault(text, (value, []))[1].append(tag)
+        return list(groups.values()) if len(groups) > 1 else []
 
     @property
     def dotted(self) -> str:
@@ -85,6 +96,7 @@ class SchemaInfo:
         self.keys: dict[KeyPath, KeyInfo] = {}
         self.children: dict[KeyPath, list[str]] = {(): []}
         self.variants: dict[KeyPath, dict[str, list[str]]] = {}  # union path → tag → its keys
+        self.tag_keys: dict[KeyPath, str] = {}  # union path → the key its tag is ("type", "name")
         # reference sections trainspec leaves out, with the reason (x-trainspec-unsupported)
         self.unsupported: dict[str, str] = schema.get("x-trainspec-unsupported", {})
         self._walk(schema, (), set())
@@ -132,13 +144,15 @@ class SchemaInfo:
         if len(union) > 1 and all(
             "properties" in self.resolve(b) or "allOf" in self.resolve(b) for b in union
         ):
+            key = tag_key(self.schema, resolved)
             tags = {}
             for branch in union:
-                for shape in objects(self.schema, branch):
+                for shape in objects(self.schema, branch, key):
                     if shape.tag is not None:
                         tags[shape.tag] = list(shape.properties)
             if tags:
                 self.variants[path] = tags
+                self.tag_keys[path] = key
         names = self.children.setdefault(path, [])
         for shape in shapes:
             for name, prop in shape.properties.items():
@@ -152,9 +166,15 @@ class SchemaInfo:
                     info.default = prop.get("default", NO_DEFAULT)
                     info.renamed_to = prop.get("x-trainspec-renamed-to")
                 info.required = info.required or name in shape.required
+                if shape.tag is not None and path in self.variants and name != self.tag_of(path):
+                    info.variant_defaults[shape.tag] = prop.get("default", NO_DEFAULT)
                 self._describe(info, prop)
                 if id(prop) not in seen:
                     self._walk(prop, child, seen | {id(prop)})
+
+    def tag_of(self, path: KeyPath) -> str:
+        """The key that picks the variant of the union at `path` ("type" unless it says)."""
+        return self.tag_keys.get(path, "type")
 
     def known(self, path: KeyPath) -> bool:
         return path in self.keys

@@ -31,15 +31,17 @@ def schema_path(path: tuple[Any, ...]) -> tuple[str, ...]:
 
 
 def variant(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> str | None:
-    """The `type` a union table selects (its default variant when `type` is left out)."""
+    """The tag (`type`, or the union's own key) a union table selects (its default variant
+    when the tag is left out)."""
     where = schema_path(path)
     if where not in info.variants:
         return None
+    key = info.tag_of(where)
     table = lookup(data, path)
-    tag = table.get("type") if isinstance(table, dict) else None
+    tag = table.get(key) if isinstance(table, dict) else None
     if tag is None and where in info.keys:
         default = info.keys[where].default
-        tag = default.get("type") if isinstance(default, dict) else None
+        tag = default.get(key) if isinstance(default, dict) else None
     return tag if isinstance(tag, str) else None
 
 
@@ -74,7 +76,7 @@ def unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) ->
         )
     if tag is not None and owners:
         names = " or ".join(json.dumps(t) for t in owners)
-        fix = f'{key} is a setting of {_dotted(where)}.type {names}, not "{tag}"'
+        fix = f'{key} is a setting of {_dotted((*where, info.tag_of(where)))} {names}, not "{tag}"'
     elif elsewhere:  # the exact key of another table beats a look-alike in this one
         homes = " or ".join(
             f"[{_dotted(p[:-1])}]" if p[:-1] else "the top level" for p in elsewhere
@@ -96,22 +98,23 @@ def wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIss
     where = schema_path(path)
     value = lookup(data, path)
     tags = info.variants.get(where)
-    if tags and isinstance(value, dict) and "type" in value:
+    tag = info.tag_of(where)
+    if tags and isinstance(value, dict) and tag in value:
         choices = list(tags)
-        close = close_matches(str(value["type"]), choices, n=1, cutoff=0.5)
-        hint = f'did you mean "{close[0]}"?' if close else "pick one of the listed types"
+        close = close_matches(str(value[tag]), choices, n=1, cutoff=0.5)
+        hint = f'did you mean "{close[0]}"?' if close else f"pick one of the listed {tag}s"
         names = ", ".join(json.dumps(c) for c in choices)
         return key_issue(
-            (*path, "type"),
-            f"is {toml_value(value['type'])}, not one of {names}",
+            (*path, tag),
+            f"is {toml_value(value[tag])}, not one of {names}",
             hint,
         )
     if tags and isinstance(value, dict):
         names = ", ".join(json.dumps(c) for c in tags)
         return key_issue(
-            (*path, "type"),
-            f"is required: [{_dotted(where)}] has no default type",
-            f"add type = one of {names}",
+            (*path, tag),
+            f"is required: [{_dotted(where)}] has no default {tag}",
+            f"add {tag} = one of {names}",
         )
     key: KeyInfo | None = info.keys.get(where)
     described = key

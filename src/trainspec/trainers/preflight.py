@@ -201,8 +201,8 @@ def sft_refusals(config, processes: int) -> list[SetupError]:
         errors.append(
             SetupError(
                 "renderer.name",
-                '"custom" loads a renderer class by import path, a field this schema does not '
-                "carry",
+                '"custom" imports a renderer class of your own (renderer.import_path), which '
+                "this trainer does not load",
                 'use one of the named renderers, or renderer.name = "auto"',
             )
         )
@@ -216,6 +216,8 @@ def sft_refusals(config, processes: int) -> list[SetupError]:
                 "renderer.thinking_retention",
             )
         )
+    if renderer.name == "default":
+        errors.extend(_template_renderer_settings(renderer))
     if config.weight_broadcast is not None:
         errors.append(
             SetupError(
@@ -274,3 +276,30 @@ def broadcast_refusals(
             f'set {path}.type = "filesystem"',
         )
     ]
+
+
+def _template_renderer_settings(renderer) -> list[SetupError]:
+    """`renderer.name = "default"` renders with the tokenizer's chat template: its parsers (of
+    sampled output) and extra keys (settings of a named renderer) have nothing to act on."""
+    errors = []
+    for key in ("tool_parser", "reasoning_parser"):
+        if getattr(renderer, key) is not None:
+            errors.append(
+                SetupError(
+                    f"renderer.{key}",
+                    "parses what a model samples; SFT renders the data with the tokenizer's "
+                    "chat template and samples nothing",
+                    f"drop renderer.{key}",
+                )
+            )
+    for key in renderer.model_extra or {}:
+        errors.append(
+            SetupError(
+                f"renderer.{key}",
+                'is a setting of a named renderer; renderer.name = "default" renders with the '
+                "tokenizer's chat template, which takes no settings",
+                f"drop renderer.{key}, or name the renderer it belongs to "
+                '(renderer.name = "qwen3", ...)',
+            )
+        )
+    return errors

@@ -1,6 +1,7 @@
 """The reference's named renderers (`[renderer] name = "prime-qwen3"`, ...) through the
 `renderers` package: the samples are the package's own `build_training_sample`, end to end
-through `sft`; a renderer that does not fit the tokenizer is refused by name."""
+through `sft`, with the settings the table writes (`enable_thinking`, ...); a renderer that does
+not fit the tokenizer, or settings the package refuses, are refused by name."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from renderers import build_training_sample, config_from_name, create_renderer
 from sft_support import THINKING_CHAT as CONVERSATION
+from transformers import AutoTokenizer
 
 from trainspec.config import load
 from trainspec.trainers.builtin import MODELS
@@ -19,6 +21,7 @@ from trainspec.trainers.core.tokenizer import build_tokenizer
 from trainspec.trainers.errors import SetupError
 from trainspec.trainers.preflight import sft_refusals
 from trainspec.trainers.sft.data import build_sft_data
+from trainspec.trainers.sft.named_renderers import NamedRendering, renderer_config
 from trainspec.trainers.sft.train import train
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
@@ -112,3 +115,91 @@ def test_sft_trains_a_qwen3_model_through_a_named_renderer(
     assert train(load("sft", [], run).config) == 0
     records = (tmp_path / "out" / "named" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(r)["step"] for r in records if "loss" in json.loads(r)] == [1, 2]
+
+
+# Assistant turns without reasoning: Qwen3's enable_thinking decides whether an earlier one keeps
+# the empty <think></think> block the generation prompt opened.
+NO_REASONING = [
+    {"role": "user", "content": "2+2?"},
+    {"role": "assistant", "content": "4"},
+    {"role": "user", "content": "3+3?"},
+    {"role": "assistant", "content": "6"},
+]
+EMPTY_THINK = "<|im_start|>assistant\n<think>\n\n</think>\n\n4<|im_end|>"
+
+
+def test_a_renderers_own_settings_change_what_it_renders(qwen3_tokenizer_dir):
+    tokenizer = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir)
+    trained = {"assistant": True}
+    plain = NamedRendering("qwen3")(tokenizer, NO_REASONING, None, trained)
+    off = NamedRendering("qwen3", settings={"enable_thinking": False})
+    ids, mask = off(tokenizer, NO_REASONING, None, trained)
+    reference = config_from_name("qwen3").model_copy(update={"enable_thinking": False})
+    want = build_training_sample(
+        create_renderer(tokenizer, reference),
+        NO_REASONING,
+        role_to_mask=lambda m: m["role"] == "assistant",
+    )
+    assert ids == list(want.token_ids) and mask == [bool(m) for m in want.loss_mask]
+    assert EMPTY_THINK in tokenizer.decode(ids) and EMPTY_THINK not in tokenizer.decode(plain[0])
+
+
+def test_settings_the_renderers_package_refuses_are_a_setup_error():
+    settings = {"preserve_thinking": False, "thinking_retention": "all"}
+    with pytest.raises(SetupError) as raised:
+        NamedRendering("qwen3.6", settings=settings).renderer(None)  # before the tokenizer
+    assert raised.value.path == "renderer"
+    assert "preserve_thinking=False implies thinking_retention='tool_cycle'" in raised.value.problem
+    with pytest.raises(SetupError) as raised:
+        renderer_config("qwen3", {"add_vision_id": True})  # a setting of another variant
+    assert raised.value.path == "renderer.add_vision_id"
+
+
+def test_a_table_passes_on_only_the_settings_it_writes():
+    written = {"renderer.name": "qwen3", "renderer.thinking_retention": "all"}
+    rendering = NamedRendering.from_config(load("sft", [], written).config.renderer)
+    assert (rendering.name, rendering.settings) == ("qwen3", {"thinking_retention": "all"})
+    bare = NamedRendering.from_config(load("sft", [], {"renderer.name": "qwen3"}).config.renderer)
+    assert bare.settings == {}  # the package's own defaults apply
+    built = renderer_config("qwen3", {"thinking_retention": "all"})
+    assert built.model_fields_set == {"name", "thinking_retention"}
+
+
+def test_sft_renders_with_the_settings_of_the_renderer_table(tmp_path, qwen3_tokenizer_dir):
+    path = tmp_path / "plain.jsonl"
+    path.write_text("".join(json.dumps({"messages": NO_REASONING}) + "\n" for _ in range(4)))
+    rendered = {}
+    for thinking in (True, False):
+        run = settings(tmp_path, qwen3_tokenizer_dir, "qwen3", **{"data.name": str(path)})
+        if not thinking:
+            run["renderer.enable_thinking"] = False  # a setting of the qwen3 variant
+        config = load("sft", [], run).config
+        tokenizer = build_tokenizer(config.tokenizer, config.model)
+        data = build_sft_data(
+            config.data, tokenizer, rank=0, world_size=1, renderer=config.renderer
+        )
+        rendered[thinking] = tokenizer.decode(data.stream.dataset[0]["input_ids"])
+    assert EMPTY_THINK in rendered[False] and EMPTY_THINK not in rendered[True]
+
+
+def test_a_variant_passes_on_its_own_settings_only():
+    written = {"renderer.name": "qwen3.6", "renderer.add_vision_id": True}
+    rendering = NamedRendering.from_config(load("sft", [], written).config.renderer)
+    assert rendering.settings == {"add_vision_id": True}
+    built = renderer_config(rendering.name, rendering.settings)
+    assert built.add_vision_id is True and built.preserve_thinking is False  # its own default
+
+
+def test_settings_the_chat_template_cannot_use_are_refused_at_start():
+    """`default` renders with the tokenizer's chat template: its parsers and the extra keys it
+    accepts (as the reference's does) would do nothing, so each is refused by name."""
+    settings = {
+        "renderer.name": "default",
+        "renderer.tool_parser": "hermes",
+        "renderer.enable_thinking": False,  # a named renderer's setting, an extra key here
+    }
+    errors = sft_refusals(load("sft", [], settings).config, processes=1)
+    paths = [e.path for e in errors if e.path.startswith("renderer.")]
+    assert paths == ["renderer.tool_parser", "renderer.enable_thinking"]
+    plain = load("sft", [], {"renderer.name": "default"}).config
+    assert not [e for e in sft_refusals(plain, processes=1) if e.path.startswith("renderer")]

@@ -152,7 +152,7 @@ def test_reference_renderer_section_is_accepted_and_a_custom_one_refused(tmp_pat
         timeout=WAIT,
     )
     assert done.returncode == 0, done.stderr
-    refused = sft_process(tmp_path, "--renderer.name", "custom")
+    refused = sft_process(tmp_path, "--renderer.name", "custom", "--renderer.import_path", "my.R")
     out, err = refused.communicate(timeout=WAIT)
     assert refused.returncode == 1
     assert 'renderer.name: error: "custom"' in err and "Traceback" not in err

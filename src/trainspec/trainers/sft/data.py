@@ -219,7 +219,7 @@ def named(renderer_cfg) -> NamedRendering | None:
     """The reference's named renderer `[renderer]` names, or None: the chat template."""
     if not uses_named_renderer(renderer_cfg):
         return None
-    return NamedRendering(renderer_cfg.name, renderer_cfg.thinking_retention)
+    return NamedRendering.from_config(renderer_cfg)
 
 
 def _chat_stream(data_cfg, tokenizer, prefix: str, renderer_cfg) -> PackedStream:

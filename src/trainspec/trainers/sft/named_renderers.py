@@ -3,8 +3,14 @@ through the `renderers` package: one render of the whole conversation gives its 
 which of them the model writes at inference, so a template's history rewriting, thinking
 blocks and stop tokens are the renderer's, exactly as the reference trains.
 
-    rendering = NamedRendering("prime-qwen3", thinking_retention=None)
+    rendering = NamedRendering.from_config(config.renderer)
+    rendering = NamedRendering("qwen3", settings={"enable_thinking": False})   # the same, by hand
     ids, mask = rendering(tokenizer, messages, tools, trained)   # mask: per token, trained
+
+The variant's own settings of `[renderer]` (`enable_thinking`, `reasoning_effort`, ...,
+`thinking_retention`) go to the package's config class of that renderer: the ones the table
+sets, so the package's defaults and its checks between settings (`preserve_thinking = false`
+with `thinking_retention = "all"`) are its own, as in the reference.
 
 "auto" and "default" stay with the tokenizer's own chat template (render.py). The loss mask
 is the renderer's: tokens the model samples, of messages whose role `loss_mask` trains, and
@@ -24,20 +30,46 @@ def uses_named_renderer(renderer_cfg) -> bool:
     return renderer_cfg is not None and renderer_cfg.name not in TEMPLATE_RENDERERS
 
 
-class NamedRendering:
-    """Picklable (for datasets' worker processes): the renderer is built on first use."""
+def variant_settings(renderer_cfg) -> dict[str, Any]:
+    """The settings a `[renderer]` table gives its variant (beside `name`): the keys it sets,
+    and the extra keys of the variants that take any."""
+    chosen = {
+        key: getattr(renderer_cfg, key) for key in renderer_cfg.model_fields_set if key != "name"
+    }
+    return {**chosen, **(renderer_cfg.model_extra or {})}
 
-    def __init__(self, name: str, thinking_retention: str | None) -> None:
+
+class NamedRendering:
+    """Picklable (for datasets' worker processes, settings included): the renderer is built on
+    first use."""
+
+    def __init__(
+        self,
+        name: str,
+        thinking_retention: str | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
         self.name = name
-        self.thinking_retention = thinking_retention
+        self.settings = dict(sorted((settings or {}).items()))
+        if thinking_retention is not None:
+            self.settings["thinking_retention"] = thinking_retention
         self._renderer: Any = None
+
+    @classmethod
+    def from_config(cls, renderer_cfg) -> NamedRendering:
+        """The named renderer a `[renderer]` table selects, with its variant's settings."""
+        return cls(renderer_cfg.name, settings=variant_settings(renderer_cfg))
+
+    @property
+    def thinking_retention(self) -> str | None:
+        return self.settings.get("thinking_retention")
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_renderer": None}
 
     def renderer(self, tokenizer):
         if self._renderer is None:
-            self._renderer = build_renderer(self.name, self.thinking_retention, tokenizer)
+            self._renderer = build_renderer(self.name, self.settings, tokenizer)
         return self._renderer
 
     def __call__(
@@ -71,11 +103,12 @@ class NamedRendering:
         return list(sample.token_ids), [bool(m) for m in sample.loss_mask]
 
 
-def build_renderer(name: str, thinking_retention: str | None, tokenizer):
-    """The `renderers` package's renderer `name` for `tokenizer`; a missing package or a
-    tokenizer without the renderer's special tokens is a SetupError on renderer.name."""
+def build_renderer(name: str, settings: dict[str, Any] | str | None, tokenizer):
+    """The `renderers` package's renderer `name` for `tokenizer`, configured with `settings`
+    (the variant's fields; a string is the thinking_retention alone). A missing package, settings
+    its config refuses, or a tokenizer without the renderer's special tokens is a SetupError."""
     try:
-        from renderers import config_from_name, create_renderer
+        from renderers import create_renderer
     except ImportError:
         raise SetupError(
             "renderer.name",
@@ -83,9 +116,9 @@ def build_renderer(name: str, thinking_retention: str | None, tokenizer):
             "pip install 'trainspec[train]' (it includes renderers), or use "
             'renderer.name = "auto"',
         ) from None
-    config = config_from_name(name)
-    if thinking_retention is not None and config is not None:
-        config = config.model_copy(update={"thinking_retention": thinking_retention})
+    if not isinstance(settings, dict):
+        settings = {} if settings is None else {"thinking_retention": settings}
+    config = renderer_config(name, settings)
     try:
         return create_renderer(tokenizer, config)
     except AssertionError as exc:  # how renderers says a special token is missing
@@ -94,4 +127,24 @@ def build_renderer(name: str, thinking_retention: str | None, tokenizer):
             f'renderer "{name}" does not fit tokenizer {tokenizer.name_or_path!r}: {exc}',
             "use the tokenizer of the model family the renderer is for (tokenizer.name), or "
             'renderer.name = "auto" (the tokenizer\'s own chat template)',
+        ) from None
+
+
+def renderer_config(name: str, settings: dict[str, Any]):
+    """The package's typed config of renderer `name` with `settings`: only the keys given are
+    set, so its own defaults and its checks between settings apply."""
+    from pydantic import TypeAdapter, ValidationError
+    from renderers import RendererConfig
+
+    try:
+        return TypeAdapter(RendererConfig).validate_python({**settings, "name": name})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        fields = [part for part in first["loc"][1:] if isinstance(part, str)]
+        path = ".".join(["renderer", *fields]) if fields else "renderer"
+        message = first["msg"].removeprefix("Value error, ")
+        raise SetupError(
+            path,
+            f"the renderers package refuses these settings of renderer {name!r}: {message}",
+            "change or drop the conflicting [renderer] settings",
         ) from None
