@@ -196,3 +196,30 @@ def test_the_entrypoint_names_a_config_of_another_kind() -> None:
     argv = [str(ROOT / "configs/rl/tiny.toml")]
     assert run_entrypoint("sft", "sft", argv, out, err, lambda config: 0) == 2
     assert "its #:schema line is for rl configs, but sft takes sft configs" in err.getvalue()
+
+
+COMBINED = "[trainer]\nmax_steps = 5\n\n[orchestrator]\nmax_steps = 5\n"
+
+
+def test_a_combined_file_without_a_schema_line_is_the_rl_commands(tmp_path: Path) -> None:
+    """The reference's rl.toml files name no schema: their [trainer] / [orchestrator] tables
+    say they are the `rl` command's combined config (kind rl_run)."""
+    path = tmp_path / "rl.toml"
+    path.write_text(COMBINED)
+    result = run_cli(str(path))
+    assert result.code == 0 and "valid rl_run config" in result.stdout, result
+    path.write_text(COMBINED.replace("max_steps = 5\n\n[orch", "max_steps = 0\n\n[orch"))
+    result = run_cli(str(path))
+    assert result.code == 1 and "trainer.max_steps" in result.stdout, result
+
+
+def test_kind_rl_on_a_combined_file_says_which_kind_to_use(tmp_path: Path) -> None:
+    path = tmp_path / "rl.toml"
+    path.write_text(COMBINED)
+    result = run_cli("--kind", "rl", str(path))
+    assert result.code == 2
+    assert "combined config of the `rl` command" in result.stderr
+    assert "--kind rl_run" in result.stderr and "not a known key" not in result.stderr
+    trainer_only = tmp_path / "trainer.toml"
+    trainer_only.write_text("max_steps = 5\n")
+    assert run_cli("--kind", "rl", str(trainer_only)).code == 0

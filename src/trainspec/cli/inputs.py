@@ -70,6 +70,9 @@ class SectionSource(FileSource):
         return self.file.position(tuple(parts[depth:]), of_key)
 
 
+COMBINED_TABLES = ("trainer", "orchestrator")  # the rl command's sub-configs
+
+
 class Inputs:
     """Reads each path once; later reads of the same path get the same FileSource (or the same
     error), so peeking at a file's kind before the full parse costs no second read."""
@@ -101,8 +104,17 @@ class Inputs:
         return kind_of_text(source.text) if source is not None else None
 
     def kind(self, path: str) -> Kind | None:
-        """The kind of a config file: its `#:schema` first line, else its name's association."""
-        return self.named_kind(path) or kind_of_name(path)
+        """The kind of a config file: its `#:schema` first line, else its name's association,
+        else `rl_run` for a file holding `[trainer]` or `[orchestrator]` (the `rl` command's)."""
+        return self.named_kind(path) or kind_of_name(path) or self.combined_kind(path)
+
+    def combined_kind(self, path: str) -> Kind | None:
+        """`rl_run` where the file's top level holds a `[trainer]` or `[orchestrator]` table:
+        no other kind has one, and the reference's `rl.toml` files name no schema."""
+        source = self.peek(path)
+        data = source.data if source is not None else {}
+        tables = [key for key in COMBINED_TABLES if isinstance(data.get(key), dict)]
+        return "rl_run" if tables else None
 
     def section(self, section: tuple[str, ...], path: str) -> SectionSource:
         """`path`'s table as the `section` table of the config."""

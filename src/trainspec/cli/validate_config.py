@@ -122,8 +122,22 @@ def _peek_kind(parser: Parser, argv: list[str], inputs: Inputs) -> str | None:
     except UsageError:
         return None  # the real split says what is wrong
     if first.options.kind:
+        if first.options.kind == "rl" and first.files:
+            _refuse_trainer_kind_for_combined(first.files[0], inputs)
         return first.options.kind
     return inputs.kind(first.files[0]) if first.files else None
+
+
+def _refuse_trainer_kind_for_combined(path: str, inputs: Inputs) -> None:
+    """`--kind rl` is the RL trainer's config; a file with `[trainer]` / `[orchestrator]` tables
+    is the `rl` command's combined one, which the reference also calls "rl"."""
+    if inputs.combined_kind(path) is None:
+        return
+    raise UsageError(
+        f"{path} holds [trainer] / [orchestrator] tables: it is the combined config of the `rl` "
+        "command, kind rl_run; check it with --kind rl_run, or with no --kind "
+        "(--kind rl is the RL trainer's own config, what `rl-trainer` reads)"
+    )
 
 
 def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
@@ -191,8 +205,9 @@ def _check_one(options, files: list[str], line: CommandLine, inputs: Inputs, std
         return 0
     if outcome is None:
         raise UsageError(
-            f"cannot tell whether {files[0]} is an rl or sft config: pass --kind rl|sft, or "
-            "start the file with a '#:schema ../schema/rl_trainer.json' (or sft_trainer) line"
+            f"cannot tell whether {files[0]} is an rl or sft config: pass --kind rl|sft (or "
+            "orchestrator, rl_run), or start the file with a '#:schema ../schema/rl_trainer.json' "
+            "(or sft_trainer) line"
         )
     shown = ["<stdin>" if path == STDIN else path for path in files]
     shown += [f"{flag} @ {path}" for flag, _, path in line.sections]
