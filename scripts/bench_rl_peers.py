@@ -42,6 +42,14 @@ from pathlib import Path
 TRL_MICRO_BATCH = 32  # completions per forward/backward (x gradient accumulation = batch_size)
 
 
+def demo_task(orch, tokenizer):
+    """The demo's one train source, as the orchestrator builds it."""
+    from trainspec.trainers.orchestrator.task import Task
+
+    source = orch.train.source[0]
+    return Task.from_env(source.env, "train.source[0].env", tokenizer, seed=orch.seed, role="train")
+
+
 def demo_config(path: str):
     from trainspec.config import load
 
@@ -58,27 +66,29 @@ def fixed_batches(config, count: int) -> list:
 
     from trainspec.trainers.core.tokenizer import build_tokenizer
     from trainspec.trainers.orchestrator.algorithms import grpo_advantages
-    from trainspec.trainers.orchestrator.loop import score_groups
     from trainspec.trainers.orchestrator.sampler import LocalSampler
-    from trainspec.trainers.orchestrator.task import Task
     from trainspec.trainers.rl.batch import RolloutBatch, Sample, pack_samples
     from trainspec.trainers.tasks import _stop_id
 
     orch = config.orchestrator
     tokenizer = build_tokenizer(orch.tokenizer, orch.model)
     stop_id = _stop_id(tokenizer)
-    task = Task(orch.task, tokenizer, seed=orch.seed)
+    task = demo_task(orch, tokenizer)
     model = AutoModelForCausalLM.from_pretrained(orch.model.name, dtype="auto")
     sampler = LocalSampler(model, tokenizer, stop_id, torch.device("cpu"))
-    n = orch.rollouts_per_example
+    n = orch.group_size
     batches = []
     for step in range(count):
         prompts = task.prompts(step, orch.batch_size // n)
         groups = sampler.sample(
-            [p.ids for p in prompts], n, temperature=orch.sampling.temperature,
-            max_tokens=orch.sampling.max_tokens, seed=orch.seed * 1_000_003 + step,
+            [p.ids for p in prompts], n, temperature=orch.train.sampling.temperature,
+            max_tokens=orch.train.sampling.max_completion_tokens,
+            seed=orch.seed * 1_000_003 + step,
         )  # fmt: skip
-        rewards = score_groups(task, prompts, groups)
+        rewards = [
+            [task.reward(c.text, p.answer, c.finished) for c in group]
+            for p, group in zip(prompts, groups, strict=True)
+        ]
         samples = [
             Sample(prompt.ids, c.token_ids, c.logprobs, advantage, reward)
             for prompt, group, group_rewards, group_advs in zip(
@@ -91,7 +101,8 @@ def fixed_batches(config, count: int) -> list:
             pad_id=tokenizer.pad_token_id,
         )  # fmt: skip
         mean_reward = sum(map(sum, rewards)) / len(samples)
-        batches.append(RolloutBatch(step, step, orch.sampling.temperature, share, mean_reward))
+        temperature = orch.train.sampling.temperature
+        batches.append(RolloutBatch(step, step, temperature, share, mean_reward))
     return batches
 
 
@@ -258,7 +269,6 @@ def run_trl(spec: dict) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainspec.trainers.orchestrator.task import Task
     from trainspec.trainers.tasks import _stop_id
 
     config = demo_config(spec["demo"])
@@ -267,8 +277,8 @@ def run_trl(spec: dict) -> dict:
     torch.set_float32_matmul_precision(trainer_cfg.matmul_precision)
     tokenizer = AutoTokenizer.from_pretrained(weights)
     stop_id = _stop_id(tokenizer)
-    task = Task(orch.task, tokenizer, seed=orch.seed)
-    per_step = orch.batch_size // orch.rollouts_per_example
+    task = demo_task(orch, tokenizer)
+    per_step = orch.batch_size // orch.group_size
     rows, same_ids = trl_rows(task, per_step, spec["max_steps"], tokenizer)
     notes = [
         f"trl {trl.__version__}, torch {torch.__version__}, {torch.get_num_threads()} threads",
@@ -298,8 +308,9 @@ def run_trl(spec: dict) -> dict:
     args = GRPOConfig(
         output_dir=spec["workdir"], use_cpu=True, bf16=False, gradient_checkpointing=False,
         per_device_train_batch_size=TRL_MICRO_BATCH, gradient_accumulation_steps=accumulation,
-        num_generations=orch.rollouts_per_example, max_completion_length=orch.sampling.max_tokens,
-        temperature=orch.sampling.temperature, top_p=1.0, top_k=0,
+        num_generations=orch.group_size,
+        max_completion_length=orch.train.sampling.max_completion_tokens,
+        temperature=orch.train.sampling.temperature, top_p=1.0, top_k=0,
         generation_kwargs={"use_cache": True},
         learning_rate=trainer_cfg.optim.lr, lr_scheduler_type="constant", warmup_steps=0,
         weight_decay=trainer_cfg.optim.weight_decay, max_grad_norm=trainer_cfg.optim.max_norm,

@@ -115,7 +115,9 @@ def test_kind_from_the_flag_when_the_file_has_no_schema_line(tmp_path):
     path = write(tmp_path, "[deployment]\nnum_eval_gpus = 1\n")
     code, _, err = call(str(path))
     assert code == 2 and read(path) == "[deployment]\nnum_eval_gpus = 1\n"
-    assert f"{path}: cannot tell whether" in err and "--kind rl|sft" in err and "#:schema" in err
+    assert (
+        f"{path}: cannot tell which kind" in err and "--kind (rl, sft" in err and "#:schema" in err
+    )
     assert call("--kind", "sft", str(path))[0] == 0
     assert read(path) == "[deployment]\nnum_infer_gpus = 1\n"
 

@@ -165,7 +165,7 @@ def _declared_renames() -> set[tuple[str, str]]:
 def test_every_declared_rename_is_migrated():
     derived = {
         (old, new)
-        for kind in ("rl", "sft")
+        for kind in ("rl", "sft", "orchestrator", "rl_run")
         for mapping in renames_for(kind).renames.values()
         for old, new in mapping.items()
     }

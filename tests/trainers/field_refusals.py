@@ -120,3 +120,27 @@ def applies_here(cpu_only: bool) -> bool:
 
 
 REFUSED_PATHS = {path for path, _, cpu_only in REFUSALS if applies_here(cpu_only)}
+
+
+def renderer_settings(table: str = "renderer") -> tuple[dict[str, str], dict[str, str]]:
+    """The leaves of the `[renderer]` table at `table` beside `name` and `thinking_retention`:
+    those of a named renderer, each with one variant that has it (handed to the renderers
+    package, proven by test_a_renderer_setting_reaches_the_renderers_package), and those only
+    `custom` has (set only with renderer.name = "custom", which is refused)."""
+    from trainspec.config_model import union_members
+    from trainspec.generated.renderer import RendererConfig
+    from trainspec.trainers.sft.named_renderers import TEMPLATE_RENDERERS
+
+    named: dict[str, str] = {}
+    custom: dict[str, str] = {}
+    for variant in union_members(RendererConfig):
+        (tag,) = variant.model_fields["name"].annotation.__args__
+        for field in variant.model_fields:
+            leaf = f"{table}.{field}"
+            if field in ("name", "thinking_retention") or leaf in named:
+                continue
+            if tag == "custom":
+                custom[leaf] = tag
+            elif tag not in TEMPLATE_RENDERERS:
+                named[leaf] = tag
+    return named, {leaf: tag for leaf, tag in custom.items() if leaf not in named}

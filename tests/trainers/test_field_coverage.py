@@ -27,7 +27,7 @@ import typing
 import pytest
 import torch
 from field_recorder import FieldRecorder
-from field_refusals import REFUSAL_IDS, REFUSALS, REFUSED_PATHS, applies_here
+from field_refusals import REFUSAL_IDS, REFUSALS, REFUSED_PATHS, applies_here, renderer_settings
 from field_runs import (
     heartbeat_server,
     isolated,
@@ -106,31 +106,7 @@ def refused(tmp_path_factory) -> tuple[dict[str, BaseException | None], FieldRec
     return outcomes, recorder
 
 
-def _renderer_settings() -> tuple[dict[str, str], dict[str, str]]:
-    """The `[renderer]` leaves beside `name` and `thinking_retention`: those of a named renderer,
-    each with one variant that has it (handed to the renderers package, proven below by
-    test_a_renderer_setting_reaches_the_renderers_package), and those only `custom` has (set
-    only with renderer.name = "custom", which is refused)."""
-    from trainspec.config_model import union_members
-    from trainspec.generated.renderer import RendererConfig
-    from trainspec.trainers.sft.named_renderers import TEMPLATE_RENDERERS
-
-    named: dict[str, str] = {}
-    custom: dict[str, str] = {}
-    for variant in union_members(RendererConfig):
-        (tag,) = variant.model_fields["name"].annotation.__args__
-        for field in variant.model_fields:
-            leaf = f"renderer.{field}"
-            if field in ("name", "thinking_retention") or leaf in named:
-                continue
-            if tag == "custom":
-                custom[leaf] = tag
-            elif tag not in TEMPLATE_RENDERERS:
-                named[leaf] = tag
-    return named, {leaf: tag for leaf, tag in custom.items() if leaf not in named}
-
-
-RENDERER_SETTINGS, CUSTOM_ONLY = _renderer_settings()
+RENDERER_SETTINGS, CUSTOM_ONLY = renderer_settings()
 
 
 def _refused_by(leaf: str) -> str | None:

@@ -74,7 +74,9 @@ def run_entrypoint(
         stderr.write(f"{issue.where + ': ' if issue.where else ''}warning: {issue}\n")
     config = outcome.config
     assert config is not None  # valid
-    dry_run = line.options.dry_run or getattr(config, "dry_run", False)
+    # the rl command's own dry_run writes the configs of its processes (its launch does that)
+    own_dry_run = kind != "rl_run" and getattr(config, "dry_run", False)
+    dry_run = line.options.dry_run or own_dry_run
     if line.options.format == "toml" and not dry_run:
         stderr.write(
             f"usage: {parser.usage}\n{prog}: error: --format toml is how --dry-run prints the "

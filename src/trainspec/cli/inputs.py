@@ -73,6 +73,11 @@ class SectionSource(FileSource):
 COMBINED_TABLES = ("trainer", "orchestrator")  # the rl command's sub-configs
 
 
+def combined_kind(data: dict) -> Kind | None:
+    """`rl_run` where a file's top level holds a `[trainer]` or `[orchestrator]` table."""
+    return "rl_run" if any(isinstance(data.get(key), dict) for key in COMBINED_TABLES) else None
+
+
 class Inputs:
     """Reads each path once; later reads of the same path get the same FileSource (or the same
     error), so peeking at a file's kind before the full parse costs no second read."""
@@ -112,9 +117,7 @@ class Inputs:
         """`rl_run` where the file's top level holds a `[trainer]` or `[orchestrator]` table:
         no other kind has one, and the reference's `rl.toml` files name no schema."""
         source = self.peek(path)
-        data = source.data if source is not None else {}
-        tables = [key for key in COMBINED_TABLES if isinstance(data.get(key), dict)]
-        return "rl_run" if tables else None
+        return combined_kind(source.data if source is not None else {})
 
     def section(self, section: tuple[str, ...], path: str) -> SectionSource:
         """`path`'s table as the `section` table of the config."""

@@ -9,7 +9,8 @@ bundle turns into deprecated keys with `x-trainspec-renamed-to`); nothing is har
 Only the renamed keys change: comments, blank lines, key order, quoting, layout and a UTF-8
 byte-order mark are kept, whether a table is written as a [header], with dotted keys or inline
 (migrate_rewrite.py). A table that already has the new key is a conflict: that file is left as
-it is. The kind comes from --kind, else from the `#:schema` line at the top of each file.
+it is. The kind comes from --kind, else from the `#:schema` line at the top of each file, else (a
+file with `[trainer]` or `[orchestrator]` tables, as the reference's rl.toml) rl_run.
 
 A file is replaced as a careful editor saves (safe_write.py): the new text goes to a temporary
 `.NAME.migrate-PID.tmp` beside it, with the file's mode, owner and group, is synced to disk and
@@ -40,7 +41,7 @@ from trainspec.issues import dotted
 
 from . import safe_write
 from .args import Parser, UsageError, guarded
-from .inputs import kind_of_name, kind_of_text
+from .inputs import combined_kind, kind_of_name, kind_of_text
 from .migrate_rewrite import (
     CannotRewrite,
     Conflict,
@@ -69,7 +70,7 @@ __all__ = [
 ]
 
 PROG = "migrate-config"
-USAGE = f"{PROG} FILE [FILE ...] [--kind rl|sft] [--check]"
+USAGE = f"{PROG} FILE [FILE ...] [--kind KIND] [--check]"
 BOM = b"\xef\xbb\xbf"
 
 
@@ -141,12 +142,13 @@ def _migrate(path: str, kind: str | None, check: bool, totals: Totals, stdout, s
         totals.errors += 1
         stderr.write(f"{err}\n")
         return 2
-    kind = kind or kind_of_text(source.text) or kind_of_name(path)  # the bytes read once
+    kind = kind or kind_of_text(source.text) or kind_of_name(path) or combined_kind(source.data)
     if not kind:
         totals.errors += 1
         stderr.write(
-            f"{path}: cannot tell whether this is an rl or sft config: pass --kind rl|sft, or "
-            "start the file with a '#:schema ../schema/rl_trainer.json' (or sft_trainer) line\n"
+            f"{path}: cannot tell which kind of config this is: pass --kind (rl, sft, "
+            "orchestrator, rl_run), or start the file with a '#:schema "
+            "../schema/rl_trainer.json' (or sft_trainer, ...) line\n"
         )
         return 2
     text = source.text.decode("utf-8")

@@ -196,28 +196,7 @@ def sft_refusals(config, processes: int) -> list[SetupError]:
         split = batch_split(data, path, processes)
         if isinstance(split, SetupError):
             errors.append(split)
-    renderer = config.renderer
-    if renderer.name == "custom":
-        errors.append(
-            SetupError(
-                "renderer.name",
-                '"custom" imports a renderer class of your own (renderer.import_path), which '
-                "this trainer does not load",
-                'use one of the named renderers, or renderer.name = "auto"',
-            )
-        )
-    if renderer.thinking_retention is not None and renderer.name in TEMPLATE_RENDERERS:
-        errors.append(
-            SetupError(
-                "renderer.thinking_retention",
-                "the tokenizer's chat template renders messages as written; reasoning "
-                "retention is a feature of the named renderers",
-                'name a renderer (renderer.name = "prime-qwen3", ...) or drop '
-                "renderer.thinking_retention",
-            )
-        )
-    if renderer.name == "default":
-        errors.extend(_template_renderer_settings(renderer))
+    errors.extend(renderer_refusals(config.renderer))
     if config.weight_broadcast is not None:
         errors.append(
             SetupError(
@@ -278,24 +257,57 @@ def broadcast_refusals(
     ]
 
 
-def _template_renderer_settings(renderer) -> list[SetupError]:
+def renderer_refusals(renderer, prefix: str = "", samples: str = "SFT") -> list[SetupError]:
+    """What a `[renderer]` table asks that this build does not do: a "custom" class of the
+    user's own, reasoning retention on the tokenizer's template, and "default"'s parsers and
+    extra keys. `prefix` is the table's place ("orchestrator."), `samples` who renders."""
+    errors: list[SetupError] = []
+    if renderer.name == "custom":
+        errors.append(
+            SetupError(
+                f"{prefix}renderer.name",
+                '"custom" imports a renderer class of your own (renderer.import_path), which '
+                "this build does not load",
+                'use one of the named renderers, or renderer.name = "auto"',
+            )
+        )
+    if renderer.thinking_retention is not None and renderer.name in TEMPLATE_RENDERERS:
+        errors.append(
+            SetupError(
+                f"{prefix}renderer.thinking_retention",
+                "the tokenizer's chat template renders messages as written; reasoning "
+                "retention is a feature of the named renderers",
+                'name a renderer (renderer.name = "prime-qwen3", ...) or drop '
+                "renderer.thinking_retention",
+            )
+        )
+    if renderer.name == "default":
+        errors.extend(_template_renderer_settings(renderer, prefix, samples))
+    return errors
+
+
+def _template_renderer_settings(renderer, prefix: str, samples: str) -> list[SetupError]:
     """`renderer.name = "default"` renders with the tokenizer's chat template: its parsers (of
     sampled output) and extra keys (settings of a named renderer) have nothing to act on."""
+    parses = {
+        "SFT": "SFT renders the data with the tokenizer's chat template and samples nothing",
+        "orchestrator": "the orchestrator scores the whole completion of a one-turn built-in "
+        "taskset and parses nothing out of it",
+    }[samples]
     errors = []
     for key in ("tool_parser", "reasoning_parser"):
         if getattr(renderer, key) is not None:
             errors.append(
                 SetupError(
-                    f"renderer.{key}",
-                    "parses what a model samples; SFT renders the data with the tokenizer's "
-                    "chat template and samples nothing",
+                    f"{prefix}renderer.{key}",
+                    f"parses what a model samples; {parses}",
                     f"drop renderer.{key}",
                 )
             )
     for key in renderer.model_extra or {}:
         errors.append(
             SetupError(
-                f"renderer.{key}",
+                f"{prefix}renderer.{key}",
                 'is a setting of a named renderer; renderer.name = "default" renders with the '
                 "tokenizer's chat template, which takes no settings",
                 f"drop renderer.{key}, or name the renderer it belongs to "

@@ -2,38 +2,153 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .context import RuleContext, show
+from .shared import reject_protected_env_vars, validate_env_var_names
 
 if TYPE_CHECKING:
     from trainspec.generated.orchestrator import OrchestratorConfig
 
+DEFAULT_BATCH_SIZE = 128
+GROUP_RELATIVE = ("grpo", "max_rl", "echo", "hierarchical_grpo")  # advantages within a group
+
+
+def one_batch_size(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
+    """batch_size and token_batch_size size a step two ways: set one of them."""
+    if cfg.batch_size is not None and cfg.token_batch_size is not None:
+        ctx.error(
+            "token_batch_size",
+            f"= {show(cfg.token_batch_size)} and batch_size = {show(cfg.batch_size)} are both "
+            "set; a step is sized by one of them",
+            "drop one of the two",
+            related=("batch_size",),
+        )
+
 
 def batch_holds_whole_groups(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
-    """batch_size must be a multiple of rollouts_per_example, so a step holds whole groups.
-
-    Advantages compare the completions of one prompt."""
-    if cfg.batch_size % cfg.rollouts_per_example:
-        below = cfg.batch_size - cfg.batch_size % cfg.rollouts_per_example
+    """batch_size (128 when unset) must be a multiple of group_size, so a step holds whole
+    groups: advantages compare the completions of one prompt."""
+    if cfg.token_batch_size is not None:
+        return
+    batch = cfg.batch_size if cfg.batch_size is not None else DEFAULT_BATCH_SIZE
+    if batch % cfg.group_size:
+        below = batch - batch % cfg.group_size
         ctx.error(
             "batch_size",
-            f"= {show(cfg.batch_size)} is not a multiple of rollouts_per_example "
-            f"= {show(cfg.rollouts_per_example)}",
-            f"set batch_size = {max(below, cfg.rollouts_per_example)} or "
-            f"{below + cfg.rollouts_per_example}",
-            related=("rollouts_per_example",),
+            f"= {show(batch)} is not a multiple of group_size = {show(cfg.group_size)}",
+            f"set batch_size = {max(below, cfg.group_size)} or {below + cfg.group_size}",
+            related=("group_size",),
         )
+
+
+def concurrency_holds_a_group(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
+    """concurrency.max_inflight and initial_inflight must hold one group (group_size), and
+    initial_inflight and min_inflight may not exceed max_inflight."""
+    c = cfg.concurrency
+    for key in ("max_inflight", "initial_inflight"):
+        value = getattr(c, key)
+        if value is not None and value < cfg.group_size:
+            ctx.error(
+                f"concurrency.{key}",
+                f"= {show(value)} is less than group_size = {show(cfg.group_size)}: a group's "
+                "completions are in flight together",
+                f"set concurrency.{key} >= {cfg.group_size}",
+                related=("group_size",),
+            )
+    if c.max_inflight is None:
+        return
+    for key in ("initial_inflight", "min_inflight"):
+        value = getattr(c, key)
+        if value is not None and value > c.max_inflight:
+            ctx.error(
+                f"concurrency.{key}",
+                f"= {show(value)} is above concurrency.max_inflight = {show(c.max_inflight)}",
+                f"set concurrency.{key} <= {c.max_inflight}, or raise max_inflight",
+                related=("concurrency.max_inflight",),
+            )
 
 
 def single_rollouts_learn_nothing(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
-    """rollouts_per_example = 1 gets a warning: every advantage is 0, so nothing is learned."""
-    if cfg.rollouts_per_example == 1:
+    """group_size = 1 gets a warning with a group-relative algorithm (grpo, max_rl): every
+    advantage is 0, so nothing is learned. rae compares with a running baseline instead."""
+    if cfg.group_size == 1 and cfg.algo.type in GROUP_RELATIVE:
         ctx.warn(
-            "rollouts_per_example",
-            "= 1 gives every completion an advantage of 0: the trainer learns nothing",
-            "sample at least 2 completions per prompt (8 is common)",
+            "group_size",
+            f"= 1 with algo {cfg.algo.type} gives every completion an advantage of 0: the "
+            "trainer learns nothing",
+            'sample at least 2 completions per prompt (8 is common), or use algo.type = "rae"',
         )
 
 
-ORCHESTRATOR_RULES = (batch_holds_whole_groups, single_rollouts_learn_nothing)
+def source_names_distinct(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
+    """Sources of one list need distinct names (the name defaults to the taskset id)."""
+    lists: tuple[tuple[str, list[Any]], ...] = (
+        ("train", list(cfg.train.source)),
+        ("eval", list(cfg.eval.source) if cfg.eval else []),
+    )
+    for table, sources in lists:
+        seen: dict[str, int] = {}
+        for index, source in enumerate(sources):
+            taskset = source.env.get("taskset") if isinstance(source.env, dict) else None
+            data = source.data.name if source.data is not None else ""
+            name = source.name or (taskset.get("id") if isinstance(taskset, dict) else "") or data
+            if name in seen:
+                ctx.error(
+                    f"{table}.source.{index}.name",
+                    f"= {name!r} also names {table}.source[{seen[name]}]",
+                    "give each source its own name",
+                    related=(f"{table}.source.{seen[name]}",),
+                )
+            seen.setdefault(name, index)
+
+
+def source_has_one_task(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
+    """A source is an environment (`env`) or your own data (`data` with at least one `reward`),
+    not both; `reward` and `reward_weights` go with `data`, one weight per function."""
+    lists: tuple[tuple[str, list[Any]], ...] = (
+        ("train", list(cfg.train.source)),
+        ("eval", list(cfg.eval.source) if cfg.eval else []),
+    )
+    for table, sources in lists:
+        for index, source in enumerate(sources):
+            at = f"{table}.source.{index}"
+            if source.data is not None and source.env:
+                ctx.error(
+                    f"{at}.env",
+                    "is set beside data: a source's prompts come from one of them",
+                    "drop env (the data and its reward make the task), or drop data",
+                    related=(f"{at}.data",),
+                )
+            if source.data is not None and not source.reward:
+                ctx.error(
+                    f"{at}.data",
+                    "has no reward to score its completions",
+                    f'add reward = ["math_answer"] (or "rewards.py:my_reward") to {at}',
+                )
+            if source.data is None and source.reward:
+                ctx.error(
+                    f"{at}.reward",
+                    "is set without data: an environment scores its own completions",
+                    "drop reward, or give the source data to score",
+                )
+            weights = source.reward_weights
+            if weights is not None and len(weights) != len(source.reward):
+                ctx.error(
+                    f"{at}.reward_weights",
+                    f"has {len(weights)} weights for {len(source.reward)} reward functions",
+                    "give one weight per function, or drop reward_weights for 1.0 each",
+                    related=(f"{at}.reward",),
+                )
+
+
+ORCHESTRATOR_RULES = (
+    reject_protected_env_vars,
+    validate_env_var_names,
+    one_batch_size,
+    batch_holds_whole_groups,
+    concurrency_holds_a_group,
+    single_rollouts_learn_nothing,
+    source_names_distinct,
+    source_has_one_task,
+)

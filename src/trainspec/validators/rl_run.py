@@ -10,23 +10,54 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from trainspec.kinds import Kind
 
 from .context import RuleContext
+from .shared import reject_protected_env_vars, validate_env_var_names
 
 if TYPE_CHECKING:
     from trainspec.generated.rl import RLConfig
 
-# top-level path → the paths it is copied to
+# top-level path → the paths it is copied to (the reference's shared keys)
 SHARED: dict[str, tuple[str, ...]] = {
     "model.name": ("trainer.model.name", "orchestrator.model.name"),
+    "model.vlm": ("trainer.model.vlm", "orchestrator.model.vlm"),
     "max_steps": ("trainer.max_steps", "orchestrator.max_steps"),
     "seq_len": ("trainer.model.seq_len", "orchestrator.seq_len"),
-    "output_dir": ("trainer.output_dir", "orchestrator.output_dir"),
-    "deployment.num_train_gpus": ("orchestrator.trainer_ranks",),
+    "deployment.num_train_gpus": ("orchestrator.num_train_workers",),
+    "log.level": ("trainer.log.level", "orchestrator.log.level"),
+    "log.json_logging": ("trainer.log.json_logging", "orchestrator.log.json_logging"),
+    "ckpt.output_dir": ("trainer.ckpt.output_dir",),
+    **{
+        f"ckpt.{key}": (f"trainer.ckpt.{key}", f"orchestrator.ckpt.{key}")
+        for key in ("interval", "keep_last", "keep_interval")
+    },
+    **{
+        f"monitors.wandb.{key}": (
+            f"trainer.monitors.wandb.{key}",
+            f"orchestrator.monitors.wandb.{key}",
+        )
+        for key in ("project", "entity", "name", "group", "tags", "offline")
+    },
+    "monitors.file.path": ("trainer.monitors.file.path", "orchestrator.monitors.file.path"),
+    **{
+        f"tokenizer.{key}": (f"trainer.tokenizer.{key}", f"orchestrator.tokenizer.{key}")
+        for key in ("name", "trust_remote_code", "chat_template")
+    },
+    "resume": ("trainer.resume", "orchestrator.resume"),
+    "weight_broadcast": ("trainer.weight_broadcast", "orchestrator.weight_broadcast"),
+    "rollout_transport": ("trainer.rollout_transport", "orchestrator.rollout_transport"),
 }
+# A present table turns the sub-configs' table on (as {}) where they do not have it.
+PRESENCE: dict[str, tuple[str, ...]] = {
+    "ckpt": ("trainer.ckpt", "orchestrator.ckpt"),
+    "monitors.wandb": ("trainer.monitors.wandb", "orchestrator.monitors.wandb"),
+    "monitors.file": ("trainer.monitors.file", "orchestrator.monitors.file"),
+}
+RUN_DIRS = ("trainer.output_dir", "orchestrator.output_dir")
 DEFAULT_OUTPUT_DIR = "outputs"
 
 
@@ -45,42 +76,92 @@ def _set(doc: dict, path: str, value: Any) -> None:
     doc[leaf] = value
 
 
+def _unset(value: Any) -> bool:
+    return value is None or value == "None"
+
+
+def run_dir(document: dict[str, Any]) -> str:
+    """output_dir, or output_dir/run.dir (run.dir defaulting to run.name) when [run] names one."""
+    output_dir = document.get("output_dir", DEFAULT_OUTPUT_DIR)
+    run = document.get("run")
+    run = run if isinstance(run, dict) else {}
+    name = next((v for v in (run.get("dir"), run.get("name")) if not _unset(v)), None)
+    return str(PurePosixPath(output_dir) / name) if name else output_dir
+
+
 def propagate_shared(document: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the raw document with every set shared value written into the sub-configs
-    (where they do not set it themselves; conflicts are left for `shared_settings_agree`)."""
+    """A copy of the raw document with every shared value the user set written into the
+    sub-configs where they do not set it (a differing value is left for
+    `shared_settings_agree`); present shared tables turn the sub-configs' tables on."""
     doc = copy.deepcopy(document)
-    if "output_dir" not in doc:
-        doc["output_dir"] = DEFAULT_OUTPUT_DIR
+    for target in RUN_DIRS:
+        if _get(doc, target) is None:
+            _set(doc, target, run_dir(doc))
     for source, targets in SHARED.items():
         value = _get(doc, source)
-        if value is None or value == "None":
+        if _unset(value):
             continue
         for target in targets:
             if _get(doc, target) is None:
-                _set(doc, target, value)
+                _set(doc, target, copy.deepcopy(value))
+    for source, targets in PRESENCE.items():
+        if not isinstance(_get(doc, source), dict):
+            continue
+        for target in targets:
+            if _get(doc, target) is None:
+                _set(doc, target, {})
     return doc
 
 
 def shared_settings_agree(cfg: RLConfig, ctx: RuleContext) -> None:
     """A shared setting at the top (e.g. max_steps) must not differ in [trainer] or [orchestrator].
 
-    The shared settings are model.name, max_steps, seq_len, output_dir and
-    deployment.num_train_gpus (which sets orchestrator.trainer_ranks); the top value is copied
-    into the tables that do not set it."""
+    The shared settings are the reference's: model.name / vlm, max_steps, seq_len, log.*,
+    ckpt.*, monitors.wandb.* / file.path, tokenizer.*, resume, weight_broadcast,
+    rollout_transport, deployment.num_train_gpus (which sets orchestrator.num_train_workers) and
+    output_dir with [run] (the run directory, trainer.output_dir and orchestrator.output_dir);
+    the top value is copied into the tables that do not set it."""
     document = cfg.model_dump()
-    for source, targets in SHARED.items():
-        value = _get(document, source)
+    expected = {
+        source: _get(document, source) if source in ALWAYS or _written(cfg, source) else None
+        for source in SHARED
+    }
+    expected["output_dir"] = run_dir(document)
+    pairs = [*SHARED.items(), ("output_dir", RUN_DIRS)]
+    for source, targets in pairs:
+        value = expected[source]
         if value is None:
             continue
         for target in targets:
             own = _get(document, target)
-            if own != value:
+            if own != value and not _same_table(own, value):
                 ctx.error(
                     target,
                     f"= {own!r} disagrees with {source} = {value!r} at the top",
                     f"set {source} once at the top and drop {target}",
                     related=(source,),
                 )
+
+
+# Shared settings whose default counts as set: the trainer processes and the run directory.
+ALWAYS = ("deployment.num_train_gpus",)
+
+
+def _written(cfg: Any, path: str) -> bool:
+    """Whether the user wrote `path` (a class default never propagates)."""
+    table = cfg
+    for part in path.split("."):
+        if table is None or part not in getattr(table, "model_fields_set", ()):
+            return False
+        table = getattr(table, part)
+    return True
+
+
+def _same_table(own: Any, value: Any) -> bool:
+    """A sub-config's table agrees with a shared one that it extends with its own defaults."""
+    if not (isinstance(own, dict) and isinstance(value, dict)):
+        return False
+    return all(own.get(key) == item for key, item in value.items())
 
 
 def transports_agree(cfg: RLConfig, ctx: RuleContext) -> None:
@@ -121,7 +202,38 @@ def _nested(kind: Kind, prefix: str):
     return rule
 
 
+def top_env_vars_protected(cfg: RLConfig, ctx: RuleContext) -> None:
+    """The top-level [env_vars] cannot set what the launcher sets (as reject_protected_env_vars
+    checks each process's own)."""
+    reject_protected_env_vars(cfg, ctx)  # type: ignore[arg-type]  # reads env_vars only
+
+
+def top_env_var_names(cfg: RLConfig, ctx: RuleContext) -> None:
+    """The top-level [env_vars] names and values are valid (as validate_env_var_names checks)."""
+    validate_env_var_names(cfg, ctx)  # type: ignore[arg-type]  # reads env_vars only
+
+
+def gpus_fit_the_node(cfg: RLConfig, ctx: RuleContext) -> None:
+    """One node holds the trainer's GPUs and, with [inference], the inference server's:
+    deployment.num_train_gpus (+ num_infer_gpus) must not exceed deployment.gpus_per_node."""
+    dep = cfg.deployment
+    if dep.type != "single_node":
+        return
+    used = dep.num_train_gpus + (dep.num_infer_gpus if cfg.inference is not None else 0)
+    if used > dep.gpus_per_node:
+        which = "num_train_gpus + num_infer_gpus" if cfg.inference is not None else "num_train_gpus"
+        ctx.error(
+            "deployment.num_train_gpus",
+            f"{which} = {used} exceeds deployment.gpus_per_node = {dep.gpus_per_node}",
+            "use fewer GPUs, or raise gpus_per_node",
+            related=("deployment.gpus_per_node",),
+        )
+
+
 RL_RUN_RULES = (
+    top_env_vars_protected,
+    top_env_var_names,
+    gpus_fit_the_node,
     shared_settings_agree,
     _nested("rl", "trainer"),
     _nested("orchestrator", "orchestrator"),

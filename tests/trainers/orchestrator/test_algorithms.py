@@ -184,3 +184,79 @@ def test_empty_group_is_refused():
         grpo_advantages([])
     with pytest.raises(ValueError, match=r"a group needs at least one reward"):
         max_rl_advantages([])
+
+
+# -- from an [orchestrator.algo] table ------------------------------------------------------
+
+
+def algo_table(**algo):
+    from trainspec.config import load
+
+    return load("orchestrator", [], {"algo": algo} if algo else {}).config.algo
+
+
+def test_an_algo_table_without_type_is_grpo():
+    from trainspec.trainers.orchestrator.algorithms import from_config
+
+    score = from_config(algo_table(), "orchestrator.algo")
+    assert score(Group([1.0, 0.0, 0.5, 0.5])) == [0.5, -0.5, 0.0, 0.0]
+
+
+def test_an_algo_table_with_a_length_penalty_passes_its_weights():
+    from trainspec.trainers.orchestrator.algorithms import from_config
+
+    # the hand-worked case above, through the config: weights 0.25 / 0.1 / 0.1
+    table = algo_table(type="grpo", length_penalty={"type": "linear"})
+    score = from_config(table, "orchestrator.algo")
+    group = Group([1.0, 0.5, 0.0], [100, 50, 200], [40, 80, 80], [1, 2, 4])
+    assert score(group) == pytest.approx([0.54375, 0.0375, -0.58125])
+    only_output = algo_table(
+        type="grpo",
+        length_penalty={"num_output_tokens_weight": 1.0, "num_input_tokens_weight": 0.0,
+                        "num_turns_weight": 0.0},
+    )  # fmt: skip
+    # rewards [1, 1], mean 1: output [10, 20] / 20 -> [0.5, 1]: [0.5, 0] centred
+    assert from_config(only_output, "a")(Group([1.0, 1.0], [10, 20])) == [0.25, -0.25]
+
+
+def test_max_rl_and_rae_tables():
+    from trainspec.trainers.orchestrator.algorithms import from_config
+
+    assert from_config(algo_table(type="max_rl"), "a")(Group([1.0, 0.0])) == [1.0, -1.0]
+    rae = from_config(algo_table(type="rae", decay=0.5), "a")
+    keys = [("env", "agent")]
+    assert rae(Group([1.0], keys=keys)) == [1.0]  # baseline 0, then 0.5 * 0 + 0.5 * 1
+    assert rae(Group([1.0], keys=keys)) == [0.5]
+
+
+@pytest.mark.parametrize(
+    ("algo", "reason"),
+    [
+        ({"type": "echo"}, "multi-turn"),
+        ({"type": "hierarchical_grpo", "episode_agents": ["a"]}, "multi-agent"),
+        ({"type": "opd", "teacher": {"name": "t", "base_url": "http://h:1/v1"}}, "teacher"),
+        ({"type": "opsd"}, "demonstration"),
+        (
+            {"type": "sft", "sampling": {"source": {"name": "t", "base_url": "http://h/v1"}}},
+            "frozen",
+        ),
+    ],
+)
+def test_variants_this_build_lacks_are_refused_with_the_reason(algo, reason):
+    from trainspec.trainers.errors import SetupError
+    from trainspec.trainers.orchestrator.algorithms import from_config
+
+    with pytest.raises(SetupError) as caught:
+        from_config(algo_table(**algo), "orchestrator.train.source[1].algo")
+    assert caught.value.path == "orchestrator.train.source[1].algo.type"
+    assert reason in caught.value.problem and caught.value.fix
+
+
+def test_a_frozen_sampling_source_is_refused_for_grpo():
+    from trainspec.trainers.errors import SetupError
+    from trainspec.trainers.orchestrator.algorithms import from_config
+
+    table = algo_table(type="grpo", sampling={"source": {"name": "t", "base_url": "http://h/v1"}})
+    with pytest.raises(SetupError) as caught:
+        from_config(table, "orchestrator.algo")
+    assert caught.value.path == "orchestrator.algo.sampling.source"

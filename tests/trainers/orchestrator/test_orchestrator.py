@@ -24,13 +24,18 @@ from trainspec.trainers.rl.transport_fs import rank_file
 WAIT_S = 120.0
 
 
-def task(split="train", reward="lcs_ratio", seed=0):
-    cfg = SimpleNamespace(name="builtin:reverse-text", reward=reward, split="train")
-    tokenizer = build_tokenizer(
+REVERSE_TEXT = {"env": {"taskset": {"id": "builtin:reverse-text"}}}
+
+
+def tokenizer():
+    return build_tokenizer(
         SimpleNamespace(name=None, trust_remote_code=None, chat_template=None),
         SimpleNamespace(name="builtin:tiny-qwen3", trust_remote_code=False),
     )
-    return Task(cfg, tokenizer, seed=seed, split=split)
+
+
+def task(split="train", reward="lcs_ratio", seed=0):
+    return Task("builtin:reverse-text", tokenizer(), seed=seed, split=split, reward=reward)
 
 
 def test_prompts_follow_the_seed_and_rewards_score_the_answer():
@@ -72,7 +77,13 @@ def wait_for(path: Path) -> None:
 
 def small_run(run_dir: Path, steps: int, **settings):
     """An orchestrator config of `steps` small steps (4 prompts x 2, 4 new tokens) in `run_dir`."""
-    small = {"batch_size": 4, "rollouts_per_example": 2, "seq_len": 64, "sampling.max_tokens": 4}
+    small = {
+        "batch_size": 4,
+        "group_size": 2,
+        "seq_len": 64,
+        "train.sampling.max_completion_tokens": 4,
+        "train.source": [REVERSE_TEXT],
+    }
     files = {"rollout_transport.type": "filesystem"}
     return load(
         "orchestrator",
@@ -116,11 +127,14 @@ def test_samples_with_zero_advantage_are_not_shipped(tmp_path, initial_weights):
             "output_dir": str(tmp_path),
             "max_steps": 1,
             "batch_size": 8,
-            "rollouts_per_example": 4,
+            "group_size": 4,
             "seq_len": 64,
-            "sampling.max_tokens": 4,
+            "train.sampling.max_completion_tokens": 4,
             "rollout_transport.type": "filesystem",
-            "task.reward": "exact_match",  # a random model never answers exactly: all zero
+            # a random model never answers exactly: every reward is 0
+            "train.source": [
+                {"env": {"taskset": {"id": "builtin:reverse-text", "reward": "exact_match"}}}
+            ],
         },
     ).config
     publish(tmp_path, 0, initial_weights)
@@ -144,7 +158,8 @@ def test_evals_are_said_when_they_happen_and_the_run_leaves_rl_png(
     """An orchestrator run on its own (as beside `rl-trainer`): each held-out evaluation is a
     log line as it happens, and the end draws rl.png from the metrics of both sides."""
     steps = 2
-    config = small_run(tmp_path, steps, eval={"interval": 1, "num_examples": 4})
+    held_out = {"interval": 1, "num_examples": 4, "sampling": {"max_completion_tokens": 4}}
+    config = small_run(tmp_path, steps, eval={**held_out, "source": [REVERSE_TEXT]})
     trainer_metrics = "".join(f'{{"step": {s}, "reward": 0.1, "loss": 0.0}}\n' for s in (1, 2))
     (tmp_path / "metrics.jsonl").write_text(trainer_metrics)  # what rl-trainer logs meanwhile
     publish(tmp_path, 0, initial_weights)
@@ -157,7 +172,101 @@ def test_evals_are_said_when_they_happen_and_the_run_leaves_rl_png(
         orchestrator.join(WAIT_S)
     assert not orchestrator.is_alive()
     said = [r.getMessage() for r in caplog.records if "held-out exact match" in r.getMessage()]
-    assert said[0].startswith("step 0: held-out exact match") and "(4 prompts" in said[0]
-    assert any(m.startswith("step 1: held-out exact match") for m in said)
+    assert said[0].startswith("step 0: builtin:reverse-text held-out exact match")
+    assert "(4 prompts" in said[0]
+    assert any(m.startswith("step 1: builtin:reverse-text held-out") for m in said)
     assert said[-1].startswith("step 2:") and "the final weights" in said[-1]
     assert (tmp_path / "rl.png").stat().st_size > 10_000
+
+
+def test_two_sources_feed_one_batch_and_each_eval_source_is_logged(tmp_path, initial_weights):
+    import json
+
+    exact = {"env": {"taskset": {"id": "builtin:reverse-text", "reward": "exact_match"}}}
+    sources = [{"name": "lcs", **REVERSE_TEXT}, {"name": "exact", "group_size": 4, **exact}]
+    held_out = {
+        "interval": 1,
+        "num_examples": 2,
+        "sampling": {"max_completion_tokens": 4},
+        "source": [{"name": "a", **REVERSE_TEXT}, {"name": "b", "interval": 2, **REVERSE_TEXT}],
+    }
+    config = small_run(tmp_path, 2, **{"batch_size": 8, "train.source": sources, "eval": held_out})
+    publish(tmp_path, 0, initial_weights)
+    orchestrator = threading.Thread(target=run, args=(config,), daemon=True)
+    orchestrator.start()
+    for step in range(2):
+        wait_for(rank_file(tmp_path, step, 0))
+        publish(tmp_path, step + 1, initial_weights)
+    orchestrator.join(WAIT_S)
+    assert not orchestrator.is_alive()
+    rows = [json.loads(line) for line in (tmp_path / "orchestrator" / "metrics.jsonl").open()]
+    evals = {row["step"]: sorted(k for k in row if k.startswith("eval/")) for row in rows}
+    both = ["eval/a/exact_match", "eval/a/reward", "eval/b/exact_match", "eval/b/reward"]
+    assert evals[0] == both  # every source before the first step
+    assert evals[2] == both  # and the final weights
+    batch = decode(rank_file(tmp_path, 0, 0).read_bytes())
+    assert batch.step == 0
+
+
+@pytest.fixture
+def signals_back():
+    """run() takes SIGINT and SIGTERM for its stop flag; a run that raises leaves them set."""
+    import signal
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def test_a_resume_step_the_trainer_did_not_publish_is_refused(
+    tmp_path, initial_weights, signals_back
+):
+    from trainspec.trainers.errors import SetupError
+
+    config = small_run(tmp_path, 1, resume={"step": 5})
+    publish(tmp_path, 0, initial_weights)  # the trainer starts at 0, not 5
+    with pytest.raises(SetupError) as caught:
+        run(config)
+    assert caught.value.path == "orchestrator.resume.step"
+    assert "first weights are step 0" in caught.value.problem
+
+
+def test_no_first_weights_in_time_is_an_error_naming_the_wait(tmp_path, signals_back):
+    from trainspec.trainers.errors import SetupError
+
+    config = small_run(tmp_path, 1, ckpt={"wait_for_weights_timeout": 1})
+    with pytest.raises(SetupError) as caught:
+        run(config)
+    assert caught.value.path == "orchestrator.ckpt.wait_for_weights_timeout"
+    assert "after 1 s" in caught.value.problem
+
+
+def test_a_source_of_your_own_data_and_reward_runs(tmp_path, initial_weights, monkeypatch):
+    """Rows from a JSONL file, scored by a reward in a local file; its eval logs the reward only
+    (there is no reference answer to match)."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    rows = [{"prompt": f"say {word}", "word": word} for word in ("ab", "cd", "ef", "gh")]
+    (tmp_path / "words.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "rewards.py").write_text(
+        "def has_word(completion, word):\n    return float(word in completion)\n"
+    )
+    mine = {"data": {"name": "words.jsonl"}, "reward": ["rewards.py:has_word"]}
+    held_out = {"interval": 1, "num_examples": 2, "sampling": {"max_completion_tokens": 4}}
+    config = small_run(
+        tmp_path / "run", 1, **{"train.source": [mine], "eval": {**held_out, "source": [mine]}}
+    )
+    run_dir = tmp_path / "run"
+    publish(run_dir, 0, initial_weights)
+    orchestrator = threading.Thread(target=run, args=(config,), daemon=True)
+    orchestrator.start()
+    wait_for(rank_file(run_dir, 0, 0))
+    publish(run_dir, 1, initial_weights)
+    orchestrator.join(WAIT_S)
+    assert not orchestrator.is_alive()
+    rows = [json.loads(line) for line in (run_dir / "orchestrator" / "metrics.jsonl").open()]
+    assert {k for row in rows for k in row if k.startswith("eval/")} == {"eval/words.jsonl/reward"}
+    assert all("eval_exact_match" not in row for row in rows)
+    assert decode(rank_file(run_dir, 0, 0).read_bytes()).step == 0

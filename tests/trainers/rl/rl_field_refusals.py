@@ -62,7 +62,97 @@ RL_REFUSALS = [
 # in-memory broadcasts it cannot receive, as the trainer does. Its refusals name the field as the
 # `rl` command's config does, under [orchestrator] ("orchestrator.weight_broadcast.type"), like
 # its other SetupErrors (policy.py, task.py, sampler_openai.py).
-ORCHESTRATOR_REFUSALS = list(IN_MEMORY_BROADCASTS)
+EVAL = {"eval.source": [{"env": {"taskset": {"id": "builtin:reverse-text"}}}]}
+TEACHER = {"name": "teacher", "base_url": "http://127.0.0.1:9/v1"}
+# What the orchestrator cannot do yet (trainers/orchestrator/support.py, algorithms.py), and the
+# renderer settings it refuses as the SFT trainer does (preflight.renderer_refusals).
+NOT_BUILT = [
+    ("token_batch_size", {"batch_size": "None", "token_batch_size": 256}, False),
+    ("tasks_per_minute", {"tasks_per_minute": 60}, False),
+    ("env_server_base_port", {"env_server_base_port": 6000}, False),
+    ("inference_metrics_roles", {"inference_metrics_roles": ["prefill"]}, False),
+    ("collect_inference_metrics", {"collect_inference_metrics": False}, False),
+    (
+        "model.vlm",
+        {
+            "model.vlm": {
+                "vision_encoder_attr": "model.visual",
+                "language_model_attr": "model.language_model",
+                "freeze_vision_encoder": True,
+            }
+        },
+        False,
+    ),
+    ("model.lora", {"model.lora": {"name": "r8", "rank": 8, "alpha": 16.0}}, False),
+    (
+        "model.client",
+        {
+            "model.client": {
+                "wait_for_ready_timeout": 10,
+                "base_url": "http://127.0.0.1:9/v1",
+                "api_key_var": "KEY",
+                "headers": {"X-A": "1"},
+                "headers_from_env": {"X-B": "B"},
+                "extra_headers_from_state": {"X-C": "c"},
+                "skip_model_check": True,
+                "admin_base_url": ["http://127.0.0.1:9/v1"],
+            }
+        },
+        False,
+    ),
+    ("concurrency.initial_inflight", {"concurrency.initial_inflight": 4}, False),
+    ("concurrency.min_inflight", {"concurrency.min_inflight": 2}, False),
+    ("ckpt.skip_progress", {"ckpt.skip_progress": True, "ckpt.wait_for_weights_timeout": 5}, False),
+    ("pad_to_multiple_of", {"pad_to_multiple_of": 5}, False),
+    ("train.sampling.extra_body", {"train.sampling.extra_body": {"top_k": 5}}, False),
+    *[
+        (f"eval.sampling.{key}", {**EVAL, f"eval.sampling.{key}": value}, False)
+        for key, value in (
+            ("top_p", 0.9),
+            ("top_k", 5),
+            ("min_p", 0.1),
+            ("reasoning_effort", "low"),
+            ("extra_body", {"x": 1}),
+        )
+    ],
+    (
+        "algo.type",
+        {
+            "algo.type": "echo",
+            "algo.roles": {
+                "user": {"alpha": 0.2},
+                "system": {"alpha": 0.1},
+                "assistant": {"alpha": 0.1},
+                "tool": {"alpha": 0.1},
+            },
+            "algo.filter": {"import_path": "m.f", "kwargs": {"a": 1}},
+        },
+        False,
+    ),
+    ("algo.type", {"algo.type": "hierarchical_grpo", "algo.episode_agents": ["solver"]}, False),
+    ("algo.type", {"algo.type": "opd", "algo.teacher": TEACHER}, False),
+    (
+        "algo.type",
+        {
+            "algo.type": "opsd",
+            "algo.demo_key": "answer",
+            "algo.template": "Hint: {demonstration}",
+            "algo.renderer": {"name": "qwen3", "enable_thinking": False},
+        },
+        False,
+    ),
+    ("algo.type", {"algo.type": "sft", "algo.sampling.source": TEACHER}, False),
+    ("algo.sampling.source", {"algo.type": "max_rl", "algo.sampling.source": TEACHER}, False),
+    ("renderer.name", {"renderer.name": "custom", "renderer.import_path": "my.Renderer"}, False),
+    ("renderer.thinking_retention", {"renderer.thinking_retention": "all"}, False),
+    ("renderer.tool_parser", {"renderer.name": "default", "renderer.tool_parser": "hermes"}, False),
+    (
+        "renderer.reasoning_parser",
+        {"renderer.name": "default", "renderer.reasoning_parser": "think"},
+        False,
+    ),
+]
+ORCHESTRATOR_REFUSALS = [*IN_MEMORY_BROADCASTS, *NOT_BUILT]
 ORCHESTRATOR_PREFIX = "orchestrator."
 
 

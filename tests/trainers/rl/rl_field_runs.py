@@ -42,12 +42,14 @@ TINY_RL = {
     "model.seq_len": 64,  # the rows of rl_support.rollout
     "data.fake": {"batch_size": 2},
 }
+REVERSE_TEXT = {"env": {"taskset": {"id": "builtin:reverse-text"}}}
 TINY_ORCHESTRATOR = {
     "model.name": "builtin:tiny-qwen3",
     "sampler": {"type": "local", "device": "cpu"},
-    "sampling.max_tokens": 4,
+    "train.sampling.max_completion_tokens": 4,
+    "train.source": [REVERSE_TEXT],
     "batch_size": 4,
-    "rollouts_per_example": 2,
+    "group_size": 2,
     "seq_len": 64,
     "micro_batch_size": 2,
     "max_steps": 2,
@@ -104,7 +106,7 @@ def trainer_stand_in(config, policy: Path) -> Iterator[list[RolloutBatch]]:
     failed: list[BaseException] = []
 
     def serve() -> None:
-        ranks = range(config.trainer_ranks)
+        ranks = range(config.num_train_workers)
         receivers = [build_receiver(config.rollout_transport, run_dir, rank) for rank in ranks]
         try:
             for step in range(config.max_steps):
@@ -407,7 +409,9 @@ def run_compiled(out: Path, recorder: FieldRecorder) -> None:
 # -- the orchestrator's consumption runs ------------------------------------------------------
 
 
-def run_orchestrator_local(out: Path, recorder: FieldRecorder, policy: Path) -> None:
+def run_orchestrator_local(
+    out: Path, recorder: FieldRecorder, policy: Path, heartbeat_url: str
+) -> None:
     """The in-process sampler, held-out evaluation, exact-match reward, two trainer ranks fed
     through files, every side table; through `launch`, the command's entry."""
     from trainspec.trainers.orchestrator.main import launch
@@ -415,12 +419,35 @@ def run_orchestrator_local(out: Path, recorder: FieldRecorder, policy: Path) -> 
     settings = {
         "model": {"name": "builtin:tiny-qwen3", "trust_remote_code": False},
         "sampler": {"type": "local", "device": "cpu"},
-        "sampling": {"temperature": 0.8, "max_tokens": 4},
-        "task": {"name": "builtin:reverse-text", "reward": "exact_match", "split": "train"},
-        "eval": {"interval": 1, "num_examples": 2, "split": "test"},
+        "algo": {"type": "rae", "decay": 0.9, "sampling": {"source": "policy"}},
+        "train": {
+            "sampling": {"temperature": 0.8, "max_completion_tokens": 4, "extra_body": {}},
+            "filter_zero_advantages": False,
+            "source": [
+                {"env": {"taskset": {"id": "builtin:reverse-text", "reward": "exact_match"}}}
+            ],
+        },
+        "eval": {
+            "interval": 1,
+            "num_examples": 2,
+            "group_size": 1,
+            "skip_first_step": False,
+            "retrigger_on_resume": True,
+            "sampling": {"temperature": "None", "max_completion_tokens": 4},
+            "source": [REVERSE_TEXT],
+        },
+        "ckpt": {"interval": 5, "keep_last": 1, "keep_interval": 10},
+        "resume": {},  # the step the trainer resumes from: here its first, 0
+        "heartbeat": {"url": heartbeat_url},
+        "env_vars": {"TRAINSPEC_FIELD_ENV": "1"},
+        "concurrency": {"max_inflight": 2},
+        "max_off_policy_steps": 1,
+        "pad_to_multiple_of": 2,
+        "collect_inference_metrics": True,
+        "env_server_base_port": 5000,
         "max_async_level": 1,
         "seed": 3,
-        "trainer_ranks": 2,
+        "num_train_workers": 2,
         "rollout_transport": {"type": "filesystem"},
         "weight_broadcast": {"type": "filesystem"},
         "log": {
@@ -444,8 +471,12 @@ def run_orchestrator_local(out: Path, recorder: FieldRecorder, policy: Path) -> 
         },
     }
     config = orchestrator_config(out, "orchestrator-local", settings)
-    with signals_kept(), trainer_stand_in(config, policy) as received:
-        assert launch(recorder.wrap(config)) == 0
+    try:
+        with signals_kept(), trainer_stand_in(config, policy) as received:
+            assert launch(recorder.wrap(config)) == 0
+        assert os.environ["TRAINSPEC_FIELD_ENV"] == "1"  # env_vars, set by launch
+    finally:
+        os.environ.pop("TRAINSPEC_FIELD_ENV", None)
     rows = metrics(Path(config.output_dir) / "orchestrator", "orchestrator-metrics.jsonl")
     assert [m["step"] for m in rows if "eval_exact_match" in m] == [0, 1, 2]
     assert [m["step"] for m in rows if "reward" in m] == [1, 2]
@@ -470,7 +501,16 @@ def run_orchestrator_openai(
                 "timeout": 30,
                 "reload_path": "/update_weights",
             },
-            "task.reward": "lcs_ratio",
+            "algo": {
+                "type": "grpo",
+                "length_penalty": {
+                    "type": "linear",
+                    "num_output_tokens_weight": 0.2,
+                    "num_input_tokens_weight": 0.1,
+                    "num_turns_weight": 0.0,
+                },
+            },
+            "train.sampling.extra_body": {"top_k": -1},
             "max_async_level": 0,
             "rollout_transport": {
                 "type": "zmq",
@@ -490,6 +530,7 @@ def run_orchestrator_openai(
     reloads = [Path(r[1]["path"]).name for r in server.requests if r[0] == "/update_weights"]
     assert len(completions) == 2
     assert all(body["model"] == "served-tiny" for _, body, _ in completions)
+    assert all(body["top_k"] == -1 for _, body, _ in completions)  # train.sampling.extra_body
     assert all(headers["Authorization"] == "Bearer secret" for *_, headers in completions)
     assert reloads == ["step_0", "step_1", "step_2"]
     assert [(b.step, b.policy_step) for b in received] == [(0, 0), (1, 1)]  # on-policy

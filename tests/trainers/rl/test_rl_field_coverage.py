@@ -41,7 +41,7 @@ if TRAINER_TESTS not in sys.path:
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from field_recorder import FieldRecorder  # noqa: E402
-from field_refusals import applies_here  # noqa: E402
+from field_refusals import applies_here, renderer_settings  # noqa: E402
 from field_runs import heartbeat_server, isolated  # noqa: E402
 
 pytest.register_assert_rewrite("rl_field_runs")  # its checks of each run show their values
@@ -99,6 +99,8 @@ REFUSAL_CASES = [
 ]
 
 Outcomes = dict[str, BaseException | None]
+# The orchestrator's [renderer] settings of named renderers (prompts.py hands them over).
+RENDERER_SETTINGS, CUSTOM_ONLY = renderer_settings("renderer")
 
 # -- the runs ---------------------------------------------------------------------------------
 
@@ -151,8 +153,8 @@ def orchestrator_consumed(tmp_path_factory, policy) -> FieldRecorder:
     """Every field the orchestrator's consumption runs read, and who read it."""
     out = tmp_path_factory.mktemp("orchestrator-consumed")
     recorder = FieldRecorder()
-    with isolated() as mp:
-        run_orchestrator_local(out, recorder, policy)
+    with isolated() as mp, heartbeat_server() as url:
+        run_orchestrator_local(out, recorder, policy, url)
         run_orchestrator_openai(out, recorder, policy, mp)
     return recorder
 
@@ -211,22 +213,27 @@ def refused_rows(kind: str, outcomes: Outcomes) -> list[tuple[str, str, dict]]:
 
 def refused_by(kind: str, leaf: str, outcomes: Outcomes) -> str | None:
     """The refusal that covers `leaf`: one naming it or a table above it, or refusals of every
-    variant that has the leaf's key."""
+    variant of a union above it that has the key leading to it (`algo.teacher.base_url` is
+    covered when every algo variant with `teacher` is refused)."""
     rows = refused_rows(kind, outcomes)
     for row_id, path, _ in rows:
         if leaf == path or leaf.startswith(path + "."):
             return row_id
-    table, _, key = leaf.rpartition(".")
-    variants = SCHEMAS[kind].variants.get(tuple(table.split(".")) if table else ())
-    if not variants:
-        return None
-    selector = f"{table}.type" if table else "type"
-    refused = {
-        settings.get(selector): row_id for row_id, path, settings in rows if path == selector
-    }
-    owners = [tag for tag, keys in variants.items() if key in keys]
-    if owners and all(tag in refused for tag in owners):
-        return " and ".join(refused[tag] for tag in owners)
+    parts = leaf.split(".")
+    for depth in range(len(parts) - 1, -1, -1):
+        table, key = ".".join(parts[:depth]), parts[depth]
+        variants = SCHEMAS[kind].variants.get(tuple(parts[:depth]))
+        if not variants:
+            continue
+        selector = f"{table}.type" if table else "type"
+        refused: dict[str, str] = {}
+        for row_id, path, settings in rows:
+            if path == selector:
+                tag = settings.get(selector) or (settings.get(table) or {}).get("type")
+                refused.setdefault(tag, row_id)
+        owners = [tag for tag, keys in variants.items() if key in keys]
+        if owners and all(tag in refused for tag in owners):
+            return " and ".join(refused[tag] for tag in owners)
     return None
 
 
@@ -237,6 +244,12 @@ def how_consumed(kind: str, leaf: str, request) -> str | None:
         return "read by " + ", ".join(sorted(consumed.readers(leaf)))
     if refusal := refused_by(kind, leaf, outcomes):
         return f"refused with {refusal}"
+    if kind == "orchestrator" and leaf in RENDERER_SETTINGS:
+        # proven by test_a_prompt_renderer_setting_reaches_the_renderers_package
+        return f'handed to the renderers package (renderer.name = "{RENDERER_SETTINGS[leaf]}")'
+    if kind == "orchestrator" and leaf in CUSTOM_ONLY:
+        custom = refused_by(kind, "renderer.name", outcomes)
+        return f'only under renderer.name = "custom", refused with {custom}' if custom else None
     if leaf in CONSUMED_BY_RULES[kind]:
         return f"consumed by the rule {CONSUMED_BY_RULES[kind][leaf]}"
     if leaf in RENAMED[kind]:
@@ -254,7 +267,9 @@ def how_consumed(kind: str, leaf: str, request) -> str | None:
 def test_the_schemas_have_leaves():
     assert len(LEAVES["rl"]) > 100 and len(LEAVES["orchestrator"]) > 40
     assert {"loss.kl_tau", "rollout_transport.hwm", "optim.betas1"} <= set(LEAVES["rl"])
-    assert {"sampler.base_url", "eval.num_examples", "seed"} <= set(LEAVES["orchestrator"])
+    assert {"sampler.base_url", "eval.num_examples", "seed", "algo.decay", "train.source"} <= set(
+        LEAVES["orchestrator"]
+    )
     assert "loss" not in LEAVES["rl"] and "sampler" not in LEAVES["orchestrator"]
 
 
@@ -294,12 +309,57 @@ def test_refused_at_start(kind, path, settings, cpu_only, request):
     assert all(e.problem.strip() and e.fix.strip() for e in named)
 
 
-def test_neither_schema_has_rule_consumed_or_renamed_fields_yet():
-    """None today, so nothing above counts a leaf as consumed by a rule or renamed. A field that
-    becomes one needs its own proof here (the rule runs for the kind and names the field; the old
-    name is rejected naming the new one), as tests/trainers/test_field_coverage.py has for SFT."""
+def test_no_field_is_consumed_by_a_rule_and_the_renames_are_the_orchestrators():
+    """No rule consumes a field for these loops yet; the orchestrator's two old names are
+    renamed keys, which `load` rejects naming the new one (and migrate-config rewrites)."""
     assert CONSUMED_BY_RULES == {"rl": {}, "orchestrator": {}}
-    assert RENAMED == {"rl": {}, "orchestrator": {}}
+    assert RENAMED == {
+        "rl": {},
+        "orchestrator": {
+            "rollouts_per_example": "group_size",
+            "trainer_ranks": "num_train_workers",
+        },
+    }
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(RENAMED["orchestrator"].items()))
+def test_a_renamed_orchestrator_key_is_rejected_naming_the_new_one(old, new):
+    from trainspec.config import ConfigError, load
+
+    with pytest.raises(ConfigError) as caught:
+        load("orchestrator", [], {old: 2})
+    assert f"{old} was renamed to {new}" in str(caught.value)
+
+
+def test_a_prompt_renderer_setting_reaches_the_renderers_package(monkeypatch):
+    """prompts.py builds a named renderer through NamedRendering with the table's settings, the
+    path test_field_coverage.py proves hands every setting to the package."""
+    from types import SimpleNamespace
+
+    from trainspec.config import load
+    from trainspec.trainers.orchestrator import prompts
+    from trainspec.trainers.sft import named_renderers
+
+    built = []
+
+    class Renderer:
+        def get_stop_token_ids(self):
+            return [7, 8]
+
+        def render_ids(self, messages, add_generation_prompt=False):
+            return [1, 2, 3] if add_generation_prompt else [1, 2]
+
+    def build(name, settings, tokenizer):
+        built.append((name, settings))
+        return Renderer()
+
+    monkeypatch.setattr(named_renderers, "build_renderer", build)
+    settings = {"renderer": {"name": "qwen3", "enable_thinking": False}}
+    config = load("orchestrator", [], settings).config
+    render, stop_id = prompts.prompt_renderer(config.renderer, SimpleNamespace())
+    assert render([{"role": "user", "content": "x"}]) == [1, 2, 3]
+    assert stop_id == 7
+    assert built == [("qwen3", {"enable_thinking": False})]
 
 
 @pytest.mark.parametrize("kind", KINDS)

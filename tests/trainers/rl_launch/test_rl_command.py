@@ -45,12 +45,15 @@ type = "filesystem"
 
 [orchestrator]
 batch_size = 64
-rollouts_per_example = 8
+group_size = 8
 max_async_level = 0
 seed = 1
 
-[orchestrator.sampling]
-max_tokens = 8
+[orchestrator.train.sampling]
+max_completion_tokens = 8
+
+[[orchestrator.train.source]]
+env.taskset.id = "builtin:reverse-text"
 
 [orchestrator.rollout_transport]
 type = "filesystem"
@@ -214,7 +217,7 @@ def test_a_trainer_that_cannot_start_is_named(tmp_path):
     ("old", "new", "expected"),
     [
         ("lr = 3e-3", "lrr = 3e-3", "trainer.optim.lrr is not a known key"),
-        ("batch_size = 64", "batch_size = 60", "not a multiple of rollouts_per_example"),
+        ("batch_size = 64", "batch_size = 60", "not a multiple of group_size"),
     ],
 )
 def test_validate_config_reports_nested_mistakes_with_their_position(tmp_path, old, new, expected):

@@ -9,8 +9,9 @@ advantages, one per sample, as plain floats:
 * max_rl: (reward - mean) / mean, all zeros when the mean is <= 0;
 * rae: reward minus an EMA baseline kept per (env, agent), updated after each reward is scored.
 
-Pure Python, no torch. The orchestrator scores every group with grpo (no length penalty); the
-config's `algo` table, which will pick among them, is not in the schema yet.
+Pure Python, no torch. `from_config` builds the function of an `[orchestrator.algo]` table (or
+a source's own `algo`); the reference's other variants (echo, hierarchical_grpo, opd, opsd, sft)
+and a frozen model as the sampling source are refused there with the reason.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from ..errors import SetupError
 
 ALGORITHMS = ("grpo", "max_rl", "rae")
 
@@ -167,3 +170,49 @@ def group_advantages_for(
         return baselines.advantages(group.rewards, group.keys)
 
     return rae
+
+
+# Why this build refuses the reference's other variants (they need what it does not have).
+NOT_BUILT = {
+    "echo": "echo weighs the environment's tokens of a multi-turn episode, and this build runs "
+    "single-turn built-in tasksets only",
+    "hierarchical_grpo": "hierarchical_grpo compares the roles of a multi-agent environment, and "
+    "this build runs single-agent built-in tasksets only",
+    "opd": "opd scores completions on a teacher served by an inference server, which this build "
+    "does not reach yet",
+    "opsd": "opsd distils from the policy shown a demonstration, which this build does not do yet",
+    "sft": "sft trains on a frozen model's completions from an inference server, which this "
+    "build does not reach yet",
+}
+
+
+def from_config(algo, path: str) -> AdvantageFn:
+    """The advantage function of an algo table; a variant this build lacks is a SetupError."""
+    if algo.type in NOT_BUILT:
+        raise SetupError(
+            f"{path}.type",
+            f"= {algo.type!r} is not available: {NOT_BUILT[algo.type]}",
+            'use type = "grpo", "max_rl" or "rae"',
+        )
+    if algo.sampling.source != "policy":
+        raise SetupError(
+            f"{path}.sampling.source",
+            f"is a frozen model; {algo.type} learns from the policy's own completions",
+            'drop it (the source is "policy")',
+        )
+    if algo.type == "grpo":
+        penalty = algo.length_penalty
+        assert penalty is None or penalty.type == "linear"  # the one penalty the schema has
+        return group_advantages_for(
+            "grpo",
+            length_penalty=None
+            if penalty is None
+            else LinearLengthPenalty(
+                penalty.num_output_tokens_weight,
+                penalty.num_input_tokens_weight,
+                penalty.num_turns_weight,
+            ),
+        )
+    if algo.type == "rae":
+        return group_advantages_for("rae", decay=algo.decay)
+    return group_advantages_for(algo.type)

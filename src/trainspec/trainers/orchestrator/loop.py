@@ -1,13 +1,15 @@
 """The orchestrator loop, top to bottom: for every trainer step, take the newest weights the
-async limit allows, sample `rollouts_per_example` completions of each prompt, score them, turn
-rewards into group-relative advantages, pack and ship one share per trainer rank.
+async limit allows, pick the step's prompts from the train sources, sample a group of
+completions of each, score them, turn rewards into advantages with each source's algorithm,
+pack and ship one share per trainer rank; evaluate the eval sources at their intervals.
 
     orchestrator configs/orchestrator/demo.toml      # beside a running `rl-trainer`
     rl configs/rl/demo.toml                          # both, started together
 
-The batch for step n is sampled with the weights of step n - max_async_level or newer, so with
-max_async_level = 1 sampling step n overlaps the trainer's step n - 1. After the last batch the
-orchestrator waits for the trainer's final weights and evaluates them.
+The batch for step n is sampled with the weights of step n - max_async_level or newer (never
+older than max_off_policy_steps), so with max_async_level = 1 sampling step n overlaps the
+trainer's step n - 1. After the last batch the orchestrator waits for the trainer's final
+weights and evaluates them.
 """
 
 from __future__ import annotations
@@ -21,54 +23,133 @@ from pathlib import Path
 import torch
 
 from ..core.tokenizer import build_tokenizer
+from ..errors import SetupError
 from ..process.signals import SignalFlag
 from ..rl.batch import RolloutBatch, Sample, pack_samples
 from ..rl.broadcast import check_broadcast
 from ..rl.transport import build_sender
 from ..run.console import setup_logging
+from ..run.heartbeat import Heartbeat
 from ..run.lock import lock_run_dir, release_run_dir
 from ..run.monitor import Monitor
 from ..run.run_dir import write_resolved_config
-from ..tasks import _stop_id
-from .algorithms import grpo_advantages
+from .algorithms import Group
 from .policy import Policy
+from .prompts import prompt_renderer
 from .report import draw_rl_plot
-from .task import Task
+from .sources import EvalSource, SourcePicker, eval_sources, train_sources
+from .support import check_support
 
 log = logging.getLogger("trainspec.orchestrator")
+SEED_STRIDE = 1_000_003
 
 
-def score_groups(task: Task, prompts, groups) -> list[list[float]]:
-    return [
-        [task.reward(c.text, prompt.answer, c.finished) for c in group]
-        for prompt, group in zip(prompts, groups, strict=True)
-    ]
+def max_tokens_for(sampling, prompts, seq_len: int) -> int:
+    """The completion cap: the source's, else what is left of seq_len after the longest prompt."""
+    if sampling.max_tokens is not None:
+        return sampling.max_tokens
+    return max(1, seq_len - max(len(p.ids) for p in prompts))
 
 
-def evaluate(policy: Policy, task: Task, count: int, max_tokens: int) -> float:
-    prompts = task.first(count)
+def evaluate(policy: Policy, source: EvalSource, seq_len: int) -> dict[str, float]:
+    """Exact match and mean reward of the source's first num_examples prompts: greedy answers
+    without an eval temperature, else group_size samples per prompt."""
+    prompts = source.task.first(source.num_examples)
     assert policy.sampler is not None, "evaluate after policy.wait_for has loaded weights"
-    answers = policy.sampler.greedy([p.ids for p in prompts], max_tokens=max_tokens)
-    hits = [
-        a.finished and task.exact(a.text, p.answer) for p, a in zip(prompts, answers, strict=True)
+    max_tokens = max_tokens_for(source.sampling, prompts, seq_len)
+    ids = [p.ids for p in prompts]
+    if source.sampling.temperature is None:
+        groups = [[a] for a in policy.sampler.greedy(ids, max_tokens=max_tokens)]
+    else:
+        groups = policy.sampler.sample(
+            ids,
+            source.group_size,
+            temperature=source.sampling.temperature,
+            max_tokens=max_tokens,
+            seed=policy.step,
+        )
+    pairs = [(p, c) for p, group in zip(prompts, groups, strict=True) for c in group]
+    rewards = [
+        r
+        for p, group in zip(prompts, groups, strict=True)
+        for r in source.task.score_group(p, group)
     ]
-    return sum(hits) / max(1, len(hits))
+    count = max(1, len(pairs))
+    result = {"reward": sum(rewards) / count}
+    exact = [source.task.exact(c.text, p) for p, c in pairs]
+    if None not in exact:  # a source of your own data has your reward, no reference answer
+        hits = [c.finished and bool(e) for (_, c), e in zip(pairs, exact, strict=True)]
+        result["exact_match"] = sum(hits) / count
+    return result
 
 
 # Set by `rl` for its orchestrator: the trainer's progress bar shares the terminal.
 UNDER_RL = os.environ.get("TRAINSPEC_RL_SIDE") == "orchestrator"
 
 
-def said_eval(step: int, policy: int, score: float, count: int, final_weights=False) -> None:
-    which = "the final weights" if final_weights else f"the weights of step {policy}"
-    log.info(
-        "step %d: held-out exact match %.1f%% (%d prompts, %s)", step, 100 * score, count, which
-    )
+def run_evals(policy, sources, step: int, seq_len: int, *, every=False, final=False) -> dict:
+    """Evaluate the sources due at `step` (every one with `every`); metrics eval/<name>/... and
+    eval_exact_match (their mean), each said on the console."""
+    metrics: dict[str, float] = {}
+    scores = []
+    for source in sources:
+        if not every and step % source.interval:
+            continue
+        result = evaluate(policy, source, seq_len)
+        if "exact_match" in result:
+            scores.append(result["exact_match"])
+        metrics.update({f"eval/{source.name}/{key}": value for key, value in result.items()})
+        which = "the final weights" if final else f"the weights of step {policy.step}"
+        exact = (
+            f"exact match {100 * result['exact_match']:.1f}%, " if "exact_match" in result else ""
+        )
+        log.info(
+            "step %d: %s held-out %sreward %.3f (%d prompts, %s)",
+            step,
+            source.name,
+            exact,
+            result["reward"],
+            len(source.task.first(source.num_examples)),
+            which,
+        )
+    if scores:
+        metrics["eval_exact_match"] = sum(scores) / len(scores)
+    return metrics
+
+
+def check_resume(config, step: int) -> None:
+    """[resume] step is the step the trainer resumes from, so its first weights must be it."""
+    if config.resume is None:
+        return
+    wanted, where = config.resume.step, config.resume.dir
+    if wanted is not None and wanted != step:
+        raise SetupError(
+            "orchestrator.resume.step",
+            f"= {wanted}, but the trainer's first weights are step {step}"
+            + (f" (from {where})" if where else ""),
+            "resume both from the same checkpoint (set resume.step once, at the top, under rl)",
+        )
+
+
+def say_progress_source(ckpt) -> None:
+    """The orchestrator keeps no state a checkpoint would hold: it resumes at the trainer's step
+    (prompt order and sampling seeds derive from the step), whatever [ckpt] asks."""
+    if ckpt is not None and any(
+        value is not None for value in (ckpt.interval, ckpt.keep_last, ckpt.keep_interval)
+    ):
+        log.info(
+            "orchestrator: nothing to checkpoint (ckpt.interval %s, keep_last %s, keep_interval "
+            "%s): it resumes at the step of the trainer's checkpoint",
+            ckpt.interval,
+            ckpt.keep_last,
+            ckpt.keep_interval,
+        )
 
 
 def run(config) -> int:
     # -- setup ------------------------------------------------------------------------------
     setup_logging(config.log, 0)
+    check_support(config)
     run_dir = Path(config.output_dir)
     own_dir = run_dir / "orchestrator"
     lock_run_dir(own_dir, "orchestrator", setting="output_dir")
@@ -77,88 +158,105 @@ def run(config) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     check_broadcast(config.weight_broadcast, device)  # it loads weights from files only
     tokenizer = build_tokenizer(config.tokenizer, config.model)
-    stop_id = _stop_id(tokenizer)
+    render, stop_id = prompt_renderer(config.renderer, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_id
-    task = Task(config.task, tokenizer, seed=config.seed)
-    held_out = (
-        Task(config.task, tokenizer, seed=config.seed, split=config.eval.split)
-        if (config.eval is not None)
-        else None
-    )
+    local = config.sampler.type == "local"
+    sources = train_sources(config, tokenizer, render, local=local)
+    held_out = eval_sources(config, tokenizer, render)
+    batch_size = config.batch_size or 128
+    picker = SourcePicker(sources, batch_size, config.seed)
     policy = Policy(config, run_dir, tokenizer, stop_id)
-    sender = build_sender(config.rollout_transport, run_dir, config.trainer_ranks)
+    sender = build_sender(config.rollout_transport, run_dir, config.num_train_workers)
     monitor = Monitor(config.monitors, own_dir, own_dir.name, document)
-    prompts_per_step = config.batch_size // config.rollouts_per_example
+    heartbeat = Heartbeat(config.heartbeat)
+    say_progress_source(config.ckpt)
+    lag = min(config.max_async_level, config.max_off_policy_steps)
 
     # -- start where the trainer is ---------------------------------------------------------
-    if not policy.wait_for(0, should_stop):
+    if not policy.wait_for(0, should_stop, first=True):
         return 0
     step = policy.step  # a resumed trainer publishes its resume step first
+    check_resume(config, step)
     log.info("starting at step %d with the weights of step %d", step, policy.step)
     monitor.continue_from(step)
-    if held_out is not None and not monitor.has(step, "eval_exact_match"):
-        score = evaluate(policy, held_out, config.eval.num_examples, config.sampling.max_tokens)
-        monitor.log(step, {"eval_exact_match": score})
-        said_eval(step, policy.step, score, config.eval.num_examples)
+    if config.eval is not None:
+        retrigger, skip = config.eval.retrigger_on_resume, config.eval.skip_first_step
+        if retrigger if step > 0 else not skip:
+            metrics = run_evals(policy, held_out, step, config.seq_len, every=True)
+            monitor.log(step, metrics)
 
     # -- the loop --------------------------------------------------------------------------
     last_line = time.monotonic()
     first_step = step
     while config.max_steps is None or step < config.max_steps:
         waited = time.perf_counter()
-        if not policy.wait_for(step - config.max_async_level, should_stop):
+        if not policy.wait_for(step - lag, should_stop):
             break
         started = time.perf_counter()
-        prompts = task.prompts(step, prompts_per_step)
+        picks = picker.step(step)
         assert policy.sampler is not None  # wait_for returned True: weights are loaded
-        groups = policy.sampler.sample(
-            [p.ids for p in prompts],
-            config.rollouts_per_example,
-            temperature=config.sampling.temperature,
-            max_tokens=config.sampling.max_tokens,
-            seed=config.seed * 1_000_003 + step,
-        )
-        rewards = score_groups(task, prompts, groups)
-        if config.log.log_data and step == first_step:
-            log.info(
-                "first sample:\nprompt: %r\ncompletion: %r\nreward %.3f (answer %r)",
-                tokenizer.decode(prompts[0].ids),
-                groups[0][0].text,
-                rewards[0][0],
-                prompts[0].answer,
+        samples: list[Sample] = []
+        flat: list[float] = []
+        lengths: list[int] = []
+        truncated = 0
+        for index, source in enumerate(sources):
+            prompts = [source.task.at(position) for i, position in picks if i == index]
+            if not prompts:
+                continue
+            groups = policy.sampler.sample(
+                [p.ids for p in prompts],
+                source.group_size,
+                temperature=source.sampling.temperature,
+                max_tokens=max_tokens_for(source.sampling, prompts, config.seq_len),
+                seed=config.seed * SEED_STRIDE + step + index * SEED_STRIDE**2,
             )
-        advantages = [grpo_advantages(group_rewards) for group_rewards in rewards]
-        samples = [
-            Sample(prompt.ids, c.token_ids, c.logprobs, advantage, reward)
-            for prompt, group, group_rewards, group_advs in zip(
-                prompts, groups, rewards, advantages, strict=True
-            )
-            for c, reward, advantage in zip(group, group_rewards, group_advs, strict=True)
-            if advantage != 0.0  # a sample no better or worse than its group teaches nothing
-        ]
+            for prompt, group in zip(prompts, groups, strict=True):
+                rewards = source.task.score_group(prompt, group)
+                advantages = source.advantages(
+                    Group(
+                        rewards,
+                        output_tokens=[len(c.token_ids) for c in group],
+                        input_tokens=[len(prompt.ids)] * len(group),
+                        turns=[1] * len(group),
+                        keys=[(source.name, "agent")] * len(group),
+                    )
+                )
+                for c, reward, advantage in zip(group, rewards, advantages, strict=True):
+                    # a sample no better or worse than its group teaches nothing
+                    if advantage != 0.0 or not config.train.filter_zero_advantages:
+                        samples.append(
+                            Sample(prompt.ids, c.token_ids, c.logprobs, advantage, reward)
+                        )
+                flat += rewards
+                lengths += [len(c.token_ids) for c in group]
+                truncated += sum(not c.finished for c in group)
+            if config.log.log_data and step == first_step and index == 0:
+                log.info(
+                    "first sample:\nprompt: %r\ncompletion: %r\nanswer %r",
+                    tokenizer.decode(prompts[0].ids),
+                    groups[0][0].text,
+                    prompts[0].answer,
+                )
         shares = pack_samples(
             samples,
             seq_len=config.seq_len,
             micro_batch_size=config.micro_batch_size,
-            ranks=config.trainer_ranks,
+            ranks=config.num_train_workers,
             pad_id=pad_id,
         )
-        flat = [r for group in rewards for r in group]
         mean_reward = sum(flat) / len(flat)
+        temperature = sources[0].sampling.temperature
         for rank, share in enumerate(shares):
             sender.send(
-                step,
-                rank,
-                RolloutBatch(step, policy.step, config.sampling.temperature, share, mean_reward),
+                step, rank, RolloutBatch(step, policy.step, temperature, share, mean_reward)
             )
         done = time.perf_counter()
-        lengths = [len(c.token_ids) for group in groups for c in group]
         metrics = {
             "reward": mean_reward,
             "reward_std": float(torch.tensor(flat).std()) if len(flat) > 1 else 0.0,
             "shipped_samples": len(samples),
             "completion_len": sum(lengths) / len(lengths),
-            "truncated": sum(not c.finished for g in groups for c in g) / len(flat),
+            "truncated": truncated / len(flat),
             "policy_step": policy.step,
             "samples_per_s": len(flat) / (done - started),
             "sample_time_s": done - started,
@@ -166,12 +264,10 @@ def run(config) -> int:
         }
         step += 1
         final_step = step == config.max_steps  # evaluated below, with the final weights
-        if held_out is not None and step % config.eval.interval == 0 and not final_step:
-            metrics["eval_exact_match"] = evaluate(
-                policy, held_out, config.eval.num_examples, config.sampling.max_tokens
-            )
-            said_eval(step, policy.step, metrics["eval_exact_match"], config.eval.num_examples)
+        if not final_step:
+            metrics.update(run_evals(policy, held_out, step, config.seq_len))
         monitor.log(step, metrics)
+        heartbeat.beat(step)
         due = time.monotonic() - last_line >= config.log.interval
         if (due and not UNDER_RL) or step == config.max_steps:  # under rl: the trainer's bar
             last_line = time.monotonic()
@@ -187,13 +283,13 @@ def run(config) -> int:
 
     # -- the end: the trainer's final weights, evaluated ------------------------------------
     final = step if not should_stop() else None
-    if final is not None and policy.wait_for(final, should_stop) and held_out is not None:
-        score = evaluate(policy, held_out, config.eval.num_examples, config.sampling.max_tokens)
-        monitor.log(final, {"eval_exact_match": score})
-        said_eval(final, final, score, config.eval.num_examples, final_weights=True)
+    if final is not None and policy.wait_for(final, should_stop) and held_out:
+        metrics = run_evals(policy, held_out, final, config.seq_len, every=True, final=True)
+        monitor.log(final, metrics)
     sender.close()
     policy.close()
     monitor.close()
+    heartbeat.close()
     draw_rl_plot(run_dir)
     should_stop.restore()
     release_run_dir(own_dir)

@@ -11,6 +11,7 @@ output_dir/orchestrator/.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -21,6 +22,7 @@ from ..process.malloc import tune_malloc
 
 
 def launch(config) -> int:
+    os.environ.update(config.env_vars)  # before the libraries that read them load
     tune_malloc()
     from .loop import run
 

@@ -20,12 +20,14 @@ from pathlib import Path
 
 import torch
 
+from ..errors import SetupError
 from ..rl.broadcast import broadcast_dir, ready_steps
 from .sampler import LocalSampler, Sampler
 
 log = logging.getLogger("trainspec.orchestrator")
 POLL_S = 0.005  # a stat() every 5 ms costs nothing next to a step
 WAIT_NOTE_S = 60.0
+FIRST_WEIGHTS_S = 1200.0  # the reference's wait for the first weights when ckpt sets none
 
 
 def _device(name: str) -> torch.device:
@@ -54,6 +56,8 @@ class Policy:
                 api_key=os.environ.get(cfg.api_key_var) or None,
                 timeout_s=cfg.timeout,
                 reload_path=cfg.reload_path,
+                extra_body=config.train.sampling.extra_body,
+                max_batch=config.concurrency.max_inflight,
             )
 
     def _load(self, step: int) -> None:
@@ -64,14 +68,26 @@ class Policy:
             device = _device(self.config.sampler.device)
             model = AutoModelForCausalLM.from_pretrained(str(weights), dtype="auto")
             model.to(device).eval()  # type: ignore[arg-type]  # typeshed's wraps() loses `self`
-            self.sampler = LocalSampler(model, self.tokenizer, self.stop_id, device)
+            self.sampler = LocalSampler(
+                model,
+                self.tokenizer,
+                self.stop_id,
+                device,
+                max_batch=self.config.concurrency.max_inflight,  # episodes in flight
+            )
         else:
             self.sampler.load_weights(weights)
         self.step = step
 
-    def wait_for(self, min_step: int, should_stop: Callable[[], bool]) -> bool:
-        """Load the newest broadcast once one at `min_step` or later is ready."""
-        since = time.monotonic()
+    def wait_for(
+        self, min_step: int, should_stop: Callable[[], bool], *, first: bool = False
+    ) -> bool:
+        """Load the newest broadcast once one at `min_step` or later is ready. The `first` wait
+        (for the trainer's starting weights) gives up after ckpt.wait_for_weights_timeout."""
+        since = started = time.monotonic()
+        ckpt = self.config.ckpt
+        limit = ckpt.wait_for_weights_timeout if ckpt is not None else None
+        limit = float(limit or FIRST_WEIGHTS_S)
         while True:
             steps = ready_steps(self.run_dir)
             if steps and steps[-1] >= max(0, min_step):
@@ -83,6 +99,14 @@ class Policy:
                 return True
             if should_stop():
                 return False
+            if first and time.monotonic() - started > limit:
+                raise SetupError(
+                    "orchestrator.ckpt.wait_for_weights_timeout",
+                    f"no weights from the trainer in {self.run_dir / 'broadcasts'} after "
+                    f"{limit:.0f} s",
+                    "start the trainer with the same output_dir (its log says why it has not "
+                    "published step 0), or raise ckpt.wait_for_weights_timeout",
+                )
             if time.monotonic() - since > WAIT_NOTE_S:
                 since = time.monotonic()
                 log.info(

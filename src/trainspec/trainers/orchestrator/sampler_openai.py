@@ -56,6 +56,8 @@ class OpenAISampler:
         reload_field: str = "path",
         retries: int = 3,
         backoff_s: float = 0.5,
+        extra_body: dict[str, Any] | None = None,
+        max_batch: int | None = None,
     ) -> None:
         import httpx
 
@@ -68,6 +70,8 @@ class OpenAISampler:
         self.retries = retries
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
+        self.extra_body = dict(extra_body or {})  # train requests only; merged last
+        self.max_batch = max_batch  # completions per request (episodes in flight)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(timeout=timeout_s, headers=headers)
 
@@ -78,10 +82,15 @@ class OpenAISampler:
         two equal prompts in one call get the same completions."""
         if not prompts:
             return []
-        body = self._body(prompts, n, temperature, max_tokens)
-        body["seed"] = seed
-        rows = self._complete(body, len(prompts) * n)
-        return [rows[i * n : (i + 1) * n] for i in range(len(prompts))]
+        per_call = max(1, (self.max_batch or len(prompts) * n) // n)
+        groups: list[list[Completion]] = []
+        for start in range(0, len(prompts), per_call):
+            chunk = prompts[start : start + per_call]
+            body = {**self._body(chunk, n, temperature, max_tokens), **self.extra_body}
+            body["seed"] = seed + start
+            rows = self._complete(body, len(chunk) * n)
+            groups += [rows[i * n : (i + 1) * n] for i in range(len(chunk))]
+        return groups
 
     def greedy(self, prompts: list[list[int]], *, max_tokens: int) -> list[Completion]:
         if not prompts:

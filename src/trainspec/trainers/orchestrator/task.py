@@ -1,22 +1,31 @@
-"""The orchestrator's task, built from `[task]`: prompts in a seeded order and the reward.
+"""A built-in taskset, built from a source's `env.taskset` table: prompts in a seeded order and
+the verifiable reward that scores their completions.
 
-    task = Task(config.task, tokenizer, seed=config.seed)      # split: config.task.split
+    task = Task.from_env(source.env, "orchestrator.train.source[0].env", tokenizer, seed=0)
     prompts = task.prompts(step, count)      # the same prompts for the same (seed, step)
     reward = task.reward(completion.text, prompt.answer, completion.finished)
-    held_out = Task(config.task, tokenizer, seed=config.seed, split=config.eval.split).first(n)
+    held_out = task.first(n)                 # eval: the first n rows in file order
 
-The reward is verifiable: it compares the completion with the known answer. `lcs_ratio` is the
-longest common subsequence over the longer of the two strings, so a short fragment of the
-answer scores low; `exact_match` is 1 or 0. A completion cut off by max_tokens scores 0, so
-rambling past the answer never pays.
+`[orchestrator.train.source.env.taskset]` takes `id = "builtin:reverse-text"` and the keys
+`split` (train sources "train", eval sources "test") and `reward`. The reward compares the
+completion with the known answer: "lcs_ratio" (the default) is the longest common subsequence
+over the longer of the two strings, so a short fragment of the answer scores low; "exact_match"
+is 1 or 0. A completion cut off by max_completion_tokens scores 0, so rambling past the answer
+never pays. A taskset of any other id loads through the verifiers library, which this build
+does not run yet: it is refused with the source's dotted path.
+
+A built-in taskset answers in one turn with no tools, as verifiers' `null` harness does: an
+`env.agent` table may pick that harness (`harness.id = "null"`, `runtime.type = "subprocess"`,
+as the reference's reverse-text config does); any other key is refused, never ignored.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from ..errors import SetupError
+from ..errors import SetupError, SetupErrors
 from ..tasks import BUILTIN_DATASETS, _prompt_ids
 from ..tasks import reverse_text as reverse_text_task
 
@@ -24,60 +33,182 @@ REWARDS = {
     "lcs_ratio": reverse_text_task.lcs_ratio,
     "exact_match": lambda text, answer: float(reverse_text_task.exact_match(text, answer)),
 }
+DEFAULT_SPLITS = {"train": "train", "eval": "test"}
+# What a one-turn, tool-free built-in taskset is played with: verifiers' plain chat harness.
+PLAIN_AGENT = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
 
 
 @dataclass
 class Prompt:
     ids: list[int]
     answer: str
+    row: dict[str, Any] = field(default_factory=dict)  # the row's other columns (rewards)
 
 
-class Task:
-    def __init__(self, task_cfg, tokenizer, *, seed: int, split: str | None = None) -> None:
-        module = BUILTIN_DATASETS.get(task_cfg.name)
-        if module is None:  # the schema allows only built-in names; a config built in code may not
-            raise SetupError(
-                "task.name",
-                f"{task_cfg.name!r} is not a built-in task",
-                f"use one of: {', '.join(BUILTIN_DATASETS)}",
-            )
-        split = split or task_cfg.split
-        if split not in module.SPLIT_SIZES:
-            raise SetupError(
-                "task.split",
-                f"{task_cfg.name!r} has no split {split!r}",
-                f"use one of: {', '.join(module.SPLIT_SIZES)}",
-            )
-        self.rows = module.examples(split)
-        self.tokenizer = tokenizer
-        self.seed = seed
-        self.score = REWARDS[task_cfg.reward]
+class PromptStream:
+    """The order of a task's prompts: a fresh seeded shuffle per epoch, and the file order for
+    evaluation. A task sets `rows` and `seed` and renders `_prompt(index)`."""
+
+    rows: list
+    seed: int
+
+    def __init__(self) -> None:
         self._order: list[int] = []
         self._epoch = -1
 
     def _prompt(self, index: int) -> Prompt:
-        messages = self.rows[index]["messages"]
-        return Prompt(_prompt_ids(self.tokenizer, messages[:-1]), messages[-1]["content"])
+        raise NotImplementedError
+
+    def score_group(self, prompt: Prompt, completions) -> list[float]:
+        """The reward of each completion of one prompt."""
+        raise NotImplementedError
+
+    def exact(self, text: str, prompt: Prompt) -> bool | None:
+        """Whether `text` is the prompt's reference answer; None when there is none."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
     def prompts(self, step: int, count: int) -> list[Prompt]:
         """Prompts [step * count, (step + 1) * count) of the seeded stream of epochs."""
-        out = []
-        for position in range(step * count, (step + 1) * count):
-            epoch, index = divmod(position, len(self.rows))
-            if epoch != self._epoch:
-                self._order = list(range(len(self.rows)))
-                random.Random(f"{self.seed}:{epoch}").shuffle(self._order)
-                self._epoch = epoch
-            out.append(self._prompt(self._order[index]))
-        return out
+        return [self.at(position) for position in range(step * count, (step + 1) * count)]
+
+    def at(self, position: int) -> Prompt:
+        """Prompt `position` of the seeded stream of epochs (each epoch a fresh shuffle)."""
+        epoch, index = divmod(position, len(self.rows))
+        if epoch != self._epoch:
+            self._order = list(range(len(self.rows)))
+            random.Random(f"{self.seed}:{epoch}").shuffle(self._order)
+            self._epoch = epoch
+        return self._prompt(self._order[index])
 
     def first(self, count: int) -> list[Prompt]:
-        """The first `count` rows in file order (held-out evaluation)."""
-        return [self._prompt(i) for i in range(min(count, len(self.rows)))]
+        """The first `count` rows in file order (held-out evaluation); a negative count: all."""
+        count = len(self.rows) if count < 0 else min(count, len(self.rows))
+        return [self._prompt(i) for i in range(count)]
 
-    @staticmethod
-    def exact(text: str, answer: str) -> bool:
-        return reverse_text_task.exact_match(text, answer)
+
+def _agent_keys(agent: Any, path: str) -> list[SetupError]:
+    """The keys of an `env.agent` table a built-in taskset cannot honour."""
+    if not isinstance(agent, dict):
+        return [SetupError(path, f"= {agent!r} is not a table", "write it as a table, or drop it")]
+    wrong = []
+    for key, value in agent.items():
+        allowed = PLAIN_AGENT.get(key)
+        if allowed is None or not isinstance(value, dict) or value.items() - allowed.items():
+            wrong.append(
+                SetupError(
+                    f"{path}.{key}",
+                    f"= {value!r}: a built-in taskset answers in one turn with no tools",
+                    'drop it (the built-in tasksets play as harness.id = "null", runtime.type '
+                    '= "subprocess")',
+                )
+            )
+    return wrong
+
+
+def taskset_table(env: dict[str, Any], path: str) -> dict[str, Any]:
+    """The `taskset` table of a source's env, refusing what a built-in taskset cannot honour."""
+    errors = []
+    taskset = env.get("taskset")
+    if not isinstance(taskset, dict) or not taskset.get("id"):
+        raise SetupError(
+            f"{path}.taskset.id",
+            "no taskset is configured",
+            'set env.taskset.id = "builtin:reverse-text" (or the id of a verifiers taskset), or '
+            "give the source data and a reward",
+        )
+    if taskset["id"] not in BUILTIN_DATASETS:
+        raise SetupError(
+            f"{path}.taskset.id",
+            f"= {taskset['id']!r} loads through the verifiers library (environment servers), "
+            "which this build does not run yet",
+            f"use a built-in taskset ({', '.join(BUILTIN_DATASETS)}), or your own data and "
+            "reward (the source's data and reward keys)",
+        )
+    for key, value in env.items():
+        if key == "taskset":
+            continue
+        if key == "agent":
+            errors.extend(_agent_keys(value, f"{path}.agent"))
+            continue
+        errors.append(
+            SetupError(
+                f"{path}.{key}",
+                f"= {value!r} is a verifiers environment setting; a built-in taskset has none",
+                "drop it",
+            )
+        )
+    for key in taskset.keys() - {"id", "split", "reward"}:
+        errors.append(
+            SetupError(
+                f"{path}.taskset.{key}",
+                f"is not a setting of the built-in taskset {taskset['id']!r}",
+                "drop it; its settings are split and reward",
+            )
+        )
+    if errors:
+        raise SetupErrors(errors)
+    return taskset
+
+
+class Task(PromptStream):
+    def __init__(
+        self,
+        name: str,
+        tokenizer,
+        *,
+        seed: int,
+        split: str,
+        reward: str = "lcs_ratio",
+        path: str = "task",
+        render=None,
+    ) -> None:
+        module = BUILTIN_DATASETS[name]
+        if split not in module.SPLIT_SIZES:
+            raise SetupError(
+                f"{path}.split",
+                f"{name!r} has no split {split!r}",
+                f"use one of: {', '.join(module.SPLIT_SIZES)}",
+            )
+        if reward not in REWARDS:
+            raise SetupError(
+                f"{path}.reward",
+                f"{reward!r} is not a reward of {name!r}",
+                f"use one of: {', '.join(REWARDS)}",
+            )
+        super().__init__()
+        self.rows = module.examples(split)
+        self.tokenizer = tokenizer
+        self.render = render or (lambda messages: _prompt_ids(tokenizer, messages))
+        self.seed = seed
+        self.reward_fn = REWARDS[reward]
+
+    @classmethod
+    def from_env(cls, env: dict, path: str, tokenizer, *, seed: int, role: str, render=None):
+        """The built-in taskset a source's `env` table names (role "train" or "eval")."""
+        taskset = taskset_table(env, path)
+        return cls(
+            taskset["id"],
+            tokenizer,
+            seed=seed,
+            split=taskset.get("split", DEFAULT_SPLITS[role]),
+            reward=taskset.get("reward", "lcs_ratio"),
+            path=f"{path}.taskset",
+            render=render,
+        )
+
+    def _prompt(self, index: int) -> Prompt:
+        messages = self.rows[index]["messages"]
+        return Prompt(self.render(messages[:-1]), messages[-1]["content"])
+
+    def exact(self, text: str, prompt: Prompt) -> bool | None:
+        """Whether `text` is the reference answer (held-out exact match)."""
+        return reverse_text_task.exact_match(text, prompt.answer)
 
     def reward(self, text: str, answer: str, finished: bool) -> float:
-        return self.score(text, answer) if finished else 0.0
+        return self.reward_fn(text, answer) if finished else 0.0
+
+    def score_group(self, prompt: Prompt, completions) -> list[float]:
+        return [self.reward(c.text, prompt.answer, c.finished) for c in completions]

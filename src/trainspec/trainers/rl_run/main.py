@@ -14,6 +14,7 @@ loss, beside the trainer's metrics.jsonl and the orchestrator's orchestrator/met
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -27,11 +28,12 @@ from trainspec.cli.entrypoint import run_entrypoint
 from trainspec.config import dump_json
 
 from ..core.sources import model_source
-from ..errors import SetupError
+from ..errors import SetupError, SetupErrors
 from ..process.signals import SignalFlag
 from ..rl.broadcast import BROADCAST_DIR
 from ..run.lock import INHERITED, lock_run_dir
 from .summary import summarize
+from .support import check_launch, say_inference
 
 POLL_S = 0.2
 FINAL_EVAL_S = 600.0  # how long the orchestrator may take after the trainer's last step
@@ -118,21 +120,23 @@ def supervise(trainer: subprocess.Popen, orchestrator: subprocess.Popen, stop: S
 
 
 def launch(config) -> int:
-    run_dir = Path(config.output_dir)
+    run_dir = Path(config.trainer.output_dir)  # output_dir, or output_dir/run.dir
     try:  # the trainer's lock, held for it (lock.INHERITED); the orchestrator takes its own
+        check_launch(config)
         model_source(config.trainer.model.name, "model.name")  # both sides would refuse it
+        if config.dry_run:
+            return dry_run(config, run_dir)
         lock_run_dir(run_dir, "rl", setting="output_dir")
-    except SetupError as err:
+    except (SetupError, SetupErrors) as err:
         sys.stderr.write(f"rl: cannot start\n{err.render()}\n")
         return 1
+    say_inference(config)
+    os.environ.update(config.env_vars)  # both children inherit them; their own env_vars win
     os.environ[INHERITED] = str(run_dir.resolve())
     if config.clean:  # batches and weights of an earlier run must not be taken for this one's
         for stale in ("rollouts", BROADCAST_DIR):
             shutil.rmtree(run_dir / stale, ignore_errors=True)
-    paths = {}
-    for side in ("trainer", "orchestrator"):
-        paths[side] = run_dir / f"rl-{side}.json"
-        paths[side].write_text(dump_json(getattr(config, side)) + "\n")
+    paths = write_configs(config, run_dir)
     stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # passed on to both
     orchestrator = subprocess.Popen(
         [sys.executable, *CHILD, "orchestrator", str(paths["orchestrator"])],
@@ -149,6 +153,36 @@ def launch(config) -> int:
     if code == 0:  # a failure was said above; its figures would read as a result
         print(summarize(run_dir, stopped=stop()), flush=True)
     return code
+
+
+def write_configs(config, run_dir: Path) -> dict[str, Path]:
+    """The resolved configs of both processes, as they start them: rl-trainer.json and
+    rl-orchestrator.json in the run directory."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for side in ("trainer", "orchestrator"):
+        paths[side] = run_dir / f"rl-{side}.json"
+        paths[side].write_text(dump_json(getattr(config, side)) + "\n")
+    return paths
+
+
+def dry_run(config, run_dir: Path) -> int:
+    """Write both configs and what `rl` would start (rl-launch.json: the commands and the
+    environment it adds), then stop."""
+    say_inference(config)
+    paths = write_configs(config, run_dir)
+    plan = {
+        "trainer": trainer_command(config, paths["trainer"]),
+        "orchestrator": [sys.executable, *CHILD, "orchestrator", str(paths["orchestrator"])],
+        "env": dict(config.env_vars),
+        "clean": [str(run_dir / name) for name in ("rollouts", BROADCAST_DIR)]
+        if config.clean
+        else [],
+    }
+    (run_dir / "rl-launch.json").write_text(json.dumps(plan, indent=2) + "\n")
+    say(f"dry run: wrote {paths['trainer'].name}, {paths['orchestrator'].name} and rl-launch.json")
+    say(f"in {run_dir}; started nothing")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -171,9 +171,10 @@ def _load_saved(path: Path, split: str, prefix: str):
     return saved
 
 
-def _load_source(name: str, subset: str | None, split: str, prefix: str):
+def load_source(name: str, subset: str | None, split: str, prefix: str, *, chats: bool = True):
     """(rows, where each row is) of one source: `where` names file and line for local JSON
-    files (checked row by row first, sft/rows.py), else None."""
+    files (checked row by row first as chat rows, sft/rows.py, unless `chats` is False: the
+    orchestrator's prompts have columns of their own), else None."""
     import datasets
 
     if is_builtin(name):
@@ -201,7 +202,7 @@ def _load_source(name: str, subset: str | None, split: str, prefix: str):
             ) from None
     fmt = _format_of(files, prefix)
     names = [str(p) for p in files]
-    where = check_json_files(names, prefix) if fmt == "json" else None
+    where = check_json_files(names, prefix) if fmt == "json" and chats else None
     try:
         return datasets.load_dataset(fmt, data_files=names, split="train"), where
     except Exception as exc:  # an unreadable file, columns that differ between files
@@ -223,7 +224,7 @@ def load_rows(data_cfg, prefix: str = "data"):
         sources = list(zip(subsets, splits or ["train"] * len(subsets), strict=True))
     else:
         sources = [(None, split) for split in (splits or ["train"])]
-    loaded = [_load_source(data_cfg.name, sub, split, prefix) for sub, split in sources]
+    loaded = [load_source(data_cfg.name, sub, split, prefix) for sub, split in sources]
     parts = [rows for rows, _ in loaded]
     where = loaded[0][1] if len(loaded) == 1 else None
     for part in parts:

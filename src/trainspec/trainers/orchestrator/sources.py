@@ -1,0 +1,274 @@
+"""The orchestrator's sources, built from `[[orchestrator.train.source]]` and
+`[[orchestrator.eval.source]]`: each one's task, name, pick ratio, group size, algorithm and
+sampling, with the group tables' settings filled in where the source sets none.
+
+    train = train_sources(config, tokenizer, render)     # list[TrainSource], at least one
+    picks = pick_sources(train, step, count, seed)       # which source each prompt comes from
+    evals = eval_sources(config, tokenizer, render)      # [] without [orchestrator.eval]
+
+A source's `sampling` table is merged over the group's key by key (the keys it sets, not null,
+win), its `group_size` and `algo` default to the orchestrator's. Null means unset, so a config
+written out and read back (as `rl` hands it to the orchestrator) merges the same. Names
+default to the taskset id and must be unique in a list. Settings this build cannot honour are
+refused here, all at once, each with the source's dotted path
+("orchestrator.train.source[1].curriculum").
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SetupError, SetupErrors, raise_all
+from .algorithms import AdvantageFn, from_config
+from .data_task import DataTask
+from .task import PromptStream, Task
+
+PREFIX = "orchestrator."
+RESERVED_NAMES = ("agg",)  # the reference's name of the all-sources aggregate in metrics
+
+
+@dataclass
+class Sampling:
+    temperature: float | None
+    max_tokens: int | None
+    extra_body: dict[str, Any]
+
+
+@dataclass
+class TrainSampling(Sampling):
+    temperature: float  # train sampling always has one
+
+
+@dataclass
+class TrainSource:
+    name: str
+    task: PromptStream
+    ratio: float
+    group_size: int
+    advantages: AdvantageFn
+    sampling: TrainSampling
+
+
+@dataclass
+class EvalSource:
+    name: str
+    task: PromptStream
+    num_examples: int
+    group_size: int
+    interval: int
+    sampling: Sampling
+
+
+def _merged(group, own, extra_body: bool = True) -> Sampling:
+    """A source's sampling table over its group's: each key the source sets (not null) wins."""
+
+    def pick(key: str) -> Any:
+        value = getattr(own, key) if own is not None else None
+        return value if value is not None else getattr(group, key)
+
+    return Sampling(
+        pick("temperature"), pick("max_completion_tokens"), pick("extra_body") if extra_body else {}
+    )
+
+
+def source_name(source) -> str:
+    """The source's name, else its taskset id, else its data's name."""
+    taskset = source.env.get("taskset") if isinstance(source.env, dict) else None
+    if source.name:
+        return source.name
+    if isinstance(taskset, dict) and taskset.get("id"):
+        return str(taskset["id"])
+    return source.data.name if source.data is not None else ""
+
+
+def _task(source, path: str, tokenizer, *, seed: int, role: str, render):
+    """A source's task: its own data and reward, else its (built-in) taskset."""
+    if source.data is not None:
+        return DataTask.from_source(source, path, tokenizer, seed=seed, render=render)
+    return Task.from_env(source.env, f"{path}.env", tokenizer, seed=seed, role=role, render=render)
+
+
+def _name(source, path: str, seen: set[str], errors: list[SetupError]) -> str:
+    name = source_name(source)
+    if name in RESERVED_NAMES:
+        errors.append(SetupError(f"{path}.name", f"{name!r} is reserved", "pick another name"))
+    elif name in seen:
+        errors.append(
+            SetupError(
+                f"{path}.name",
+                f"{name!r} names two sources of one list",
+                "give each source its own name",
+            )
+        )
+    seen.add(name)
+    return name
+
+
+def _collect(errors: list[SetupError], build: Callable, *args, **kwargs) -> Any:
+    """build(*args, **kwargs), or None with its refusals added to `errors`."""
+    try:
+        return build(*args, **kwargs)
+    except SetupError as err:
+        errors.append(err)
+    except SetupErrors as err:
+        errors.extend(err.errors)
+    return None
+
+
+def _not_served(source, path: str, errors: list[SetupError]) -> None:
+    """Keys that configure environment servers, which built-in tasksets do not have."""
+    if source.serve:
+        errors.append(
+            SetupError(
+                f"{path}.serve",
+                f"= {source.serve!r}: built-in tasksets run in the orchestrator, without a server",
+                "drop it",
+            )
+        )
+
+
+def train_sources(
+    config, tokenizer, render: Callable | None = None, *, local: bool = True
+) -> list[TrainSource]:
+    """The train sources; `local`: the in-process sampler, which sends no request extras."""
+    errors: list[SetupError] = []
+    built: list[TrainSource] = []
+    seen: set[str] = set()
+    group_sampling = config.train.sampling
+    if not config.train.source:
+        raise SetupError(
+            f"{PREFIX}train.source",
+            "is empty: there is nothing to train on",
+            "add a source: [[orchestrator.train.source]] with env.taskset.id = "
+            '"builtin:reverse-text"',
+        )
+    for index, source in enumerate(config.train.source):
+        path = f"{PREFIX}train.source[{index}]"
+        name = _name(source, path, seen, errors)
+        _not_served(source, path, errors)
+        if source.curriculum is not None:
+            errors.append(
+                SetupError(
+                    f"{path}.curriculum",
+                    "is set: this build picks prompts in order and keeps every group",
+                    "drop it",
+                )
+            )
+        merged = _merged(group_sampling, source.sampling)
+        sampling = TrainSampling(
+            float(merged.temperature or 0), merged.max_tokens, merged.extra_body
+        )
+        if sampling.extra_body != group_sampling.extra_body:
+            errors.append(
+                SetupError(
+                    f"{path}.sampling.extra_body",
+                    "is set: request extras go to a server, one set for every source"
+                    + (" (the in-process sampler sends none)" if local else ""),
+                    "drop it" if local else "set [orchestrator.train.sampling] extra_body once",
+                )
+            )
+        own = source.algo is not None
+        algo = source.algo if own else config.algo
+        advantages = _collect(errors, from_config, algo, f"{path}.algo" if own else PREFIX + "algo")
+        task = _collect(errors, _task, source, path, tokenizer, seed=config.seed, role="train",
+                        render=render)  # fmt: skip
+        if advantages is None or task is None:
+            continue
+        built.append(
+            TrainSource(
+                name,
+                task,
+                source.ratio,
+                source.group_size or config.group_size,
+                advantages,
+                sampling,
+            )
+        )
+    temperatures = {s.sampling.temperature for s in built}
+    if len(temperatures) > 1:  # a RolloutBatch carries one temperature for the trainer
+        errors.append(
+            SetupError(
+                f"{PREFIX}train.source",
+                f"sample at different temperatures ({sorted(temperatures)}); the trainer "
+                "computes every batch's log-probabilities at one",
+                "give every train source the same sampling.temperature",
+            )
+        )
+    raise_all(errors)
+    return built
+
+
+def eval_sources(config, tokenizer, render: Callable | None = None) -> list[EvalSource]:
+    if config.eval is None:
+        return []
+    errors: list[SetupError] = []
+    built: list[EvalSource] = []
+    seen: set[str] = set()
+    group = config.eval
+    for index, source in enumerate(group.source):
+        path = f"{PREFIX}eval.source[{index}]"
+        name = _name(source, path, seen, errors)
+        _not_served(source, path, errors)
+        sampling = _merged(group.sampling, source.sampling, extra_body=False)  # support.py
+        task = _collect(errors, _task, source, path, tokenizer, seed=config.seed, role="eval",
+                        render=render)  # fmt: skip
+        if task is None:
+            continue
+        built.append(
+            EvalSource(
+                name,
+                task,
+                source.num_examples if source.num_examples is not None else group.num_examples,
+                source.group_size if source.group_size is not None else group.group_size,
+                source.interval if source.interval is not None else group.interval,
+                sampling,
+            )
+        )
+    raise_all(errors)
+    return built
+
+
+class SourcePicker:
+    """Which source each prompt of a step comes from, and which of that source's prompts it is.
+
+    Sources are picked in proportion to their ratios, one prompt (a group of the source's
+    group_size completions) at a time, until the step holds `batch_size` completions. Each
+    source walks its own seeded prompt stream, so the picks of step n are the same for the same
+    seed however the run got there: a resumed run replays the earlier steps' picks (no model
+    calls) to find its place."""
+
+    def __init__(self, sources: list[TrainSource], batch_size: int, seed: int) -> None:
+        self.sources = sources
+        self.batch_size = batch_size
+        self.seed = seed
+        self._next_step = 0
+        self._used = [0] * len(sources)  # prompts taken from each source before _next_step
+
+    def _draw(self, step: int) -> list[int]:
+        rng = random.Random(f"{self.seed}:sources:{step}")
+        weights = [s.ratio for s in self.sources]
+        picks: list[int] = []
+        total = 0
+        while total < self.batch_size:
+            index = 0 if len(self.sources) == 1 else rng.choices(range(len(weights)), weights)[0]
+            picks.append(index)
+            total += self.sources[index].group_size
+        return picks
+
+    def step(self, step: int) -> list[tuple[int, int]]:
+        """(source index, position in its prompt stream) of each of step `step`'s prompts."""
+        if step < self._next_step:
+            self._next_step, self._used = 0, [0] * len(self.sources)
+        while self._next_step < step:
+            for index in self._draw(self._next_step):
+                self._used[index] += 1
+            self._next_step += 1
+        out = []
+        for index in self._draw(step):
+            out.append((index, self._used[index]))
+            self._used[index] += 1
+        self._next_step += 1
+        return out

@@ -1,0 +1,111 @@
+"""What the orchestrator refuses at start: settings of the reference's orchestrator that this
+build cannot honour yet, each named by its dotted path with the reason, all at once.
+
+    check_support(config)       # SetupErrors, or nothing
+
+A setting is refused only when a config sets it to something other than its default (the
+default asks for nothing this build lacks). What the built-in tasksets refuse of a source's
+`env` table is refused where the sources are built (sources.py).
+"""
+
+from __future__ import annotations
+
+from ..errors import SetupError, raise_all
+from ..preflight import renderer_refusals
+
+PREFIX = "orchestrator."
+NO_SERVER = "this build's samplers generate in process or on an OpenAI-compatible server"
+LOCAL_ONLY = (
+    "the in-process sampler samples from the full distribution at the temperature; "
+    "request extras go to a server"
+)
+
+
+def _changed(table, defaults) -> list[str]:
+    """The keys of `table` whose value is not the default (a config read back from the JSON
+    `rl` writes has every key written, so "written" cannot tell)."""
+    return [
+        key for key in type(defaults).model_fields if getattr(table, key) != getattr(defaults, key)
+    ]
+
+
+def check_support(config) -> None:
+    errors: list[SetupError] = []
+
+    def refuse(path: str, problem: str, fix: str = "drop it") -> None:
+        errors.append(SetupError(PREFIX + path, problem, fix))
+
+    if config.token_batch_size is not None:
+        refuse(
+            "token_batch_size",
+            "is set: this build fills a step with batch_size completions, not a token count",
+            "set batch_size instead",
+        )
+    if config.tasks_per_minute is not None:
+        refuse("tasks_per_minute", "is set: this build does not rate-limit episodes")
+    if config.env_server_base_port != 5000:
+        refuse(
+            "env_server_base_port",
+            "is set: built-in tasksets run in the orchestrator, with no environment servers",
+        )
+    if config.inference_metrics_roles is not None:
+        refuse(
+            "inference_metrics_roles",
+            "is set: this build does not run disaggregated (prefill/decode) inference",
+        )
+    if not config.collect_inference_metrics:
+        refuse(
+            "collect_inference_metrics",
+            "= false: this build never copies a server's /metrics, so there is nothing to turn off",
+        )
+    if config.model.vlm is not None:
+        refuse("model.vlm", "is set: this build trains and samples text-only models")
+    if config.model.lora is not None:
+        refuse(
+            "model.lora",
+            "is set: the orchestrator samples with the full weights the trainer broadcasts "
+            "(LoRA merged), not a served adapter",
+        )
+    from trainspec.generated.client import ClientConfig
+
+    changed = _changed(config.model.client, ClientConfig())
+    if changed:
+        refuse(
+            "model.client",
+            f"sets {', '.join(changed)}: {NO_SERVER}, whose address is "
+            "[orchestrator.sampler] base_url",
+            'drop [orchestrator.model.client]; set sampler.type = "openai" and '
+            "sampler.base_url instead",
+        )
+    for key, default in (("initial_inflight", None), ("min_inflight", 1)):
+        if getattr(config.concurrency, key) != default:
+            refuse(
+                f"concurrency.{key}",
+                "is set: this build keeps a fixed number of episodes in flight "
+                "(concurrency.max_inflight), not an adaptive one",
+                "set concurrency.max_inflight alone",
+            )
+    if config.ckpt is not None and config.ckpt.skip_progress:
+        refuse(
+            "ckpt.skip_progress",
+            "= true: the orchestrator's step is the step the trainer resumed from, which it "
+            "cannot start over",
+        )
+    if config.seq_len % config.pad_to_multiple_of:
+        refuse(
+            "pad_to_multiple_of",
+            f"= {config.pad_to_multiple_of} does not divide seq_len = {config.seq_len}; every "
+            "packed row is seq_len tokens long",
+            f"set seq_len to a multiple of {config.pad_to_multiple_of}",
+        )
+    if config.sampler.type == "local":
+        if config.train.sampling.extra_body:
+            refuse("train.sampling.extra_body", f"is set: {LOCAL_ONLY}")
+        if config.eval is not None:
+            for key in ("top_p", "top_k", "min_p", "reasoning_effort"):
+                if getattr(config.eval.sampling, key) is not None:
+                    refuse(f"eval.sampling.{key}", f"is set: {LOCAL_ONLY}")
+            if config.eval.sampling.extra_body:
+                refuse("eval.sampling.extra_body", f"is set: {LOCAL_ONLY}")
+    errors.extend(renderer_refusals(config.renderer, PREFIX, "orchestrator"))
+    raise_all(errors)

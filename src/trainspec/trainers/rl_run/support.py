@@ -1,0 +1,94 @@
+"""What `rl` refuses at start, and what it says it does instead, for the top-level tables of
+the combined config that this build does not run: `[slurm]` and multi-node deployments (the
+SLURM launcher, issue 21), the Prime monitor, and `[inference]` (starting vLLM).
+
+    check_launch(config)     # SetupErrors naming each field, or nothing
+    say_inference(config)    # a bare [inference] without a GPU: sampled in process instead
+
+Without a GPU, a bare `[inference]` (as the reference's configs write it) runs with the
+orchestrator's in-process sampler, and `rl` says so; any setting inside it tunes a vLLM server
+this machine cannot start, so it is refused naming the setting. With a GPU, `[inference]` is
+refused: this build does not start vLLM yet (run a server yourself and point
+[orchestrator.sampler] at it).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import SetupError, raise_all
+
+SLURM = "submitting to SLURM is not built yet (issue 21: SLURM for sft and rl)"
+
+
+def _set_paths(table, prefix: str) -> list[str]:
+    """The dotted paths of every setting written inside a config table."""
+    paths = []
+    for key in sorted(table.model_fields_set):
+        value = getattr(table, key)
+        if hasattr(value, "model_fields_set") and value.model_fields_set:
+            paths += _set_paths(value, f"{prefix}.{key}")
+        else:
+            paths.append(f"{prefix}.{key}")
+    return paths
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def check_launch(config) -> None:
+    errors: list[SetupError] = []
+    if config.slurm is not None:
+        errors.append(
+            SetupError("slurm", f"is set: {SLURM}", "drop [slurm] and run rl inside your job")
+        )
+    if config.deployment.type == "multi_node":
+        errors.append(
+            SetupError(
+                "deployment.type",
+                f'= "multi_node" runs on the nodes of a SLURM allocation: {SLURM}',
+                'use deployment.type = "single_node"',
+            )
+        )
+    if config.monitors.prime is not None:
+        errors.append(
+            SetupError(
+                "monitors.prime",
+                "is set: this build does not upload to the Prime Intellect platform",
+                "drop [monitors.prime]; [monitors.wandb] and the metrics files work",
+            )
+        )
+    if config.inference is not None:
+        if _has_gpu():
+            errors.append(
+                SetupError(
+                    "inference",
+                    "is set: this build does not start vLLM yet",
+                    "drop [inference] to sample in process, or start vLLM yourself and set "
+                    '[orchestrator.sampler] type = "openai" with its base_url',
+                )
+            )
+        elif written := _set_paths(config.inference, "inference"):
+            errors.append(
+                SetupError(
+                    "inference",
+                    f"sets {', '.join(written)}, which tune the vLLM server [inference] starts; "
+                    "it needs a GPU and this machine has none, so the orchestrator samples in "
+                    "process",
+                    "drop those settings (a bare [inference] runs here), or run on a GPU machine",
+                )
+            )
+    raise_all(errors)
+
+
+def say_inference(config) -> None:
+    if config.inference is None:
+        return
+    gpus = config.deployment.num_infer_gpus
+    sys.stderr.write(
+        f"rl: [inference] asks for a vLLM server on {gpus} GPU(s); this machine has no GPU, so "
+        "the orchestrator samples in process instead\n"
+    )

@@ -1,0 +1,169 @@
+"""The orchestrator's sources from [[orchestrator.train.source]] / [[orchestrator.eval.source]]:
+what a source inherits from the group tables, how the sources of a step are picked, and what a
+built-in taskset refuses, each with the source's dotted path."""
+
+from __future__ import annotations
+
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+
+from trainspec.config import dump_json, load
+from trainspec.trainers.core.tokenizer import build_tokenizer
+from trainspec.trainers.errors import SetupError, SetupErrors
+from trainspec.trainers.orchestrator.sources import SourcePicker, eval_sources, train_sources
+
+RT = {"taskset": {"id": "builtin:reverse-text"}}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer(
+        SimpleNamespace(name=None, trust_remote_code=None, chat_template=None),
+        SimpleNamespace(name="builtin:tiny-qwen3", trust_remote_code=False),
+    )
+
+
+def config(**settings):
+    return load("orchestrator", [], settings).config
+
+
+def refusals(build, *args, **kwargs) -> dict[str, str]:
+    try:
+        build(*args, **kwargs)
+    except SetupError as err:
+        return {err.path: err.problem}
+    except SetupErrors as err:
+        return {e.path: e.problem for e in err.errors}
+    return {}
+
+
+def test_a_source_takes_the_group_settings_it_does_not_set(tokenizer):
+    cfg = config(
+        group_size=4,
+        algo={"type": "max_rl"},
+        train={
+            "sampling": {"temperature": 0.7, "max_completion_tokens": 12},
+            "source": [
+                {"name": "a", "env": RT},
+                {"name": "b", "env": RT, "group_size": 2, "algo": {"type": "rae"},
+                 "sampling": {"max_completion_tokens": 5}},
+            ],
+        },
+    )  # fmt: skip
+    a, b = train_sources(cfg, tokenizer)
+    assert (a.group_size, a.sampling.temperature, a.sampling.max_tokens) == (4, 0.7, 12)
+    assert (b.group_size, b.sampling.temperature, b.sampling.max_tokens) == (2, 0.7, 5)
+    from trainspec.trainers.orchestrator.algorithms import Group
+
+    assert a.advantages(Group([1.0, 0.0])) == [1.0, -1.0]  # max_rl, the group's
+    assert b.advantages(Group([1.0], keys=[("b", "agent")])) == [1.0]  # rae, its own
+
+
+def test_written_out_and_read_back_a_config_merges_the_same(tokenizer):
+    """`rl` hands the orchestrator its config as JSON, where every key is written."""
+    cfg = config(
+        train={
+            "sampling": {"max_completion_tokens": 12},
+            "source": [{"env": RT, "sampling": {"temperature": 0.5}}],
+        }
+    )
+    again = load("orchestrator", [], load_json(dump_json(cfg))).config
+    for built in (train_sources(cfg, tokenizer), train_sources(again, tokenizer)):
+        assert (built[0].sampling.temperature, built[0].sampling.max_tokens) == (0.5, 12)
+
+
+def load_json(text: str) -> dict:
+    import json
+
+    return json.loads(text)
+
+
+def test_eval_sources_take_the_eval_table_settings(tokenizer):
+    cfg = config(
+        eval={
+            "interval": 7,
+            "num_examples": 3,
+            "sampling": {"max_completion_tokens": 9},
+            "source": [{"env": RT}, {"name": "all", "env": RT, "num_examples": -1, "interval": 2}],
+        }
+    )
+    first, every = eval_sources(cfg, tokenizer)
+    assert (first.name, first.interval, first.num_examples, first.sampling.max_tokens) == (
+        "builtin:reverse-text",
+        7,
+        3,
+        9,
+    )
+    assert (every.interval, len(every.task.first(every.num_examples))) == (2, len(every.task))
+    assert first.sampling.temperature is None  # greedy
+
+
+def test_sources_are_picked_in_proportion_to_their_ratio(tokenizer):
+    cfg = config(
+        batch_size=8,
+        group_size=2,
+        train={"source": [{"name": "a", "env": RT, "ratio": 3}, {"name": "b", "env": RT}]},
+    )
+    sources = train_sources(cfg, tokenizer)
+    picker = SourcePicker(sources, batch_size=8, seed=0)
+    counts = Counter(index for step in range(200) for index, _ in picker.step(step))
+    assert counts[0] + counts[1] == 200 * 4  # 4 prompts of 2 completions a step
+    assert 0.70 < counts[0] / 800 < 0.80  # ratio 3:1
+
+
+def test_a_step_is_the_same_however_the_run_got_there(tokenizer):
+    cfg = config(
+        batch_size=8,
+        group_size=2,
+        train={"source": [{"name": "a", "env": RT}, {"name": "b", "env": RT, "group_size": 4}]},
+    )
+    sources = train_sources(cfg, tokenizer)
+    walked = SourcePicker(sources, 8, seed=1)
+    steps = [walked.step(step) for step in range(6)]
+    resumed = SourcePicker(sources, 8, seed=1)  # a resumed run starts at step 5
+    assert resumed.step(5) == steps[5]
+    for picks in steps:  # whole groups until the batch is full
+        assert sum(sources[i].group_size for i, _ in picks) >= 8
+    positions = [p for picks in steps for i, p in picks if i == 0]
+    assert positions == list(range(len(positions)))  # each source walks its own prompts
+
+
+def test_what_a_built_in_taskset_cannot_honour_is_refused_by_its_path(tokenizer):
+    bash = {**RT, "agent": {"harness": {"id": "bash"}}, "id": "best-of-n"}
+    turns = {"taskset": {"id": "builtin:reverse-text", "min_turns": 2}}
+    served = {"name": "y", "env": turns, "curriculum": {}, "serve": {"address": "tcp://h:1"}}
+    verifiers = {"env": {"taskset": {"id": "reverse-text"}}}
+    cfg = config(train={"source": [verifiers, {"name": "x", "env": bash}, served]})
+    found = refusals(train_sources, cfg, tokenizer)
+    assert "verifiers" in found["orchestrator.train.source[0].env.taskset.id"]
+    assert "one turn" in found["orchestrator.train.source[1].env.agent.harness"]
+    assert "orchestrator.train.source[1].env.id" in found
+    assert "orchestrator.train.source[2].env.taskset.min_turns" in found
+    assert "orchestrator.train.source[2].curriculum" in found
+    assert "orchestrator.train.source[2].serve" in found
+
+
+def test_the_plain_chat_harness_is_a_built_in_taskset_s_own(tokenizer):
+    agent = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
+    cfg = config(train={"source": [{"env": {**RT, "agent": agent}}]})
+    (source,) = train_sources(cfg, tokenizer)
+    assert source.name == "builtin:reverse-text"
+
+
+def test_no_source_and_differing_temperatures_are_refused(tokenizer):
+    assert "orchestrator.train.source" in refusals(train_sources, config(), tokenizer)
+    two = config(
+        train={
+            "source": [{"name": "a", "env": RT}, {"name": "b", "env": RT,
+                                                  "sampling": {"temperature": 0.5}}]
+        }
+    )  # fmt: skip
+    assert "one" in refusals(train_sources, two, tokenizer)["orchestrator.train.source"]
+
+
+def test_request_extras_are_refused_on_the_in_process_sampler(tokenizer):
+    cfg = config(train={"source": [{"env": RT, "sampling": {"extra_body": {"top_k": 5}}}]})
+    found = refusals(train_sources, cfg, tokenizer, local=True)
+    assert "in-process" in found["orchestrator.train.source[0].sampling.extra_body"]
