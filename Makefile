@@ -2,7 +2,7 @@
 PYTHON ?= .venv/bin/python
 STAMP := .venv/.installed
 
-.PHONY: install run rl-demo gen check lint test parity
+.PHONY: install run rl-demo rl-arith gen check lint test parity
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv .venv
@@ -19,6 +19,10 @@ run: install  ## train the built-in SFT demo (tiny model, reverse-text task, CPU
 rl-demo: install  ## the RL demo: a partly trained SFT start, then RL raises its reward (~4 minutes)
 	.venv/bin/sft configs/rl/demo-sft.toml
 	.venv/bin/rl configs/rl/demo.toml
+
+rl-arith: install  ## RL on your own data and reward: sums of two numbers, a reward file (~4 minutes)
+	.venv/bin/sft configs/rl/arith-sft.toml
+	.venv/bin/rl configs/rl/arith.toml
 
 gen:  ## regenerate generated/ from schema/
 	$(PYTHON) scripts/gen.py

@@ -270,3 +270,19 @@ def test_a_source_of_your_own_data_and_reward_runs(tmp_path, initial_weights, mo
     assert {k for row in rows for k in row if k.startswith("eval/")} == {"eval/words.jsonl/reward"}
     assert all("eval_exact_match" not in row for row in rows)
     assert decode(rank_file(run_dir, 0, 0).read_bytes()).step == 0
+
+
+def test_the_summary_gives_the_held_out_reward_where_there_is_no_exact_match(tmp_path):
+    import json
+
+    from trainspec.trainers.rl_run.summary import summarize
+
+    trainer = [{"step": s, "reward": 0.1 * s} for s in (1, 2)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in trainer))
+    (tmp_path / "orchestrator").mkdir()
+    evals = [{"step": 0, "eval_reward": 0.25}, {"step": 2, "eval_reward": 0.5}]
+    (tmp_path / "orchestrator" / "metrics.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in evals)
+    )
+    line = summarize(tmp_path)
+    assert "held-out reward 0.250 -> 0.500" in line and "exact match" not in line

@@ -88,14 +88,16 @@ UNDER_RL = os.environ.get("TRAINSPEC_RL_SIDE") == "orchestrator"
 
 
 def run_evals(policy, sources, step: int, seq_len: int, *, every=False, final=False) -> dict:
-    """Evaluate the sources due at `step` (every one with `every`); metrics eval/<name>/... and
-    eval_exact_match (their mean), each said on the console."""
+    """Evaluate the sources due at `step` (every one with `every`); metrics eval/<name>/...,
+    eval_reward and eval_exact_match (their means; exact match of the sources that have a
+    reference answer), each said on the console."""
     metrics: dict[str, float] = {}
-    scores = []
+    scores, rewards = [], []
     for source in sources:
         if not every and step % source.interval:
             continue
         result = evaluate(policy, source, seq_len)
+        rewards.append(result["reward"])
         if "exact_match" in result:
             scores.append(result["exact_match"])
         metrics.update({f"eval/{source.name}/{key}": value for key, value in result.items()})
@@ -114,6 +116,8 @@ def run_evals(policy, sources, step: int, seq_len: int, *, every=False, final=Fa
         )
     if scores:
         metrics["eval_exact_match"] = sum(scores) / len(scores)
+    if rewards:
+        metrics["eval_reward"] = sum(rewards) / len(rewards)
     return metrics
 
 

@@ -28,11 +28,16 @@ def read_jsonl(path: Path) -> list[dict]:
     return records
 
 
+HELD_OUT = ("eval_exact_match", "eval_reward")
+
+
 def held_out(orchestrator: list[dict]) -> list[dict]:
+    """The orchestrator's held-out figures by step: exact match (built-in tasksets) and the mean
+    reward (every source)."""
     return [
-        {"step": r["step"], "eval_exact_match": r["eval_exact_match"]}
+        {"step": r["step"], **{key: r[key] for key in HELD_OUT if key in r}}
         for r in orchestrator
-        if "eval_exact_match" in r
+        if any(key in r for key in HELD_OUT)
     ]
 
 

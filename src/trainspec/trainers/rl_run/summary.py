@@ -32,8 +32,12 @@ def summarize(run_dir: Path, stopped: bool = False) -> str:
     if reward:
         parts.append(f"mean reward {reward[0]:.3f} -> {reward[1]:.3f} (first/last 10 steps)")
     exact = _first_last(evals, "eval_exact_match", window=1)
+    held_out_reward = _first_last(evals, "eval_reward", window=1)
     if exact:
         parts.append(f"held-out exact match {exact[0]:.1%} -> {exact[1]:.1%}")
+    elif held_out_reward:  # sources of your own data: their reward is the measure
+        first, last = held_out_reward
+        parts.append(f"held-out reward {first:.3f} -> {last:.3f}")
     plot = run_dir / "rl.png"
     if plot.is_file():
         parts.append(f"plot {plot}")

@@ -47,7 +47,7 @@ TRAINING_PANELS = (
 )
 RL_PANELS = (
     Panel("reward", ("reward",), smooth=True),
-    Panel("held-out exact match", ("eval_exact_match",)),
+    Panel("held-out", ("eval_exact_match", "eval_reward")),
     Panel("loss", ("loss",), smooth=True),  # a policy loss per step is mostly noise
 )
 
