@@ -81,19 +81,40 @@ def single_rollouts_learn_nothing(cfg: OrchestratorConfig, ctx: RuleContext) -> 
         )
 
 
-def source_names_distinct(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
-    """Sources of one list need distinct names (the name defaults to the taskset id)."""
-    lists: tuple[tuple[str, list[Any]], ...] = (
+RESERVED_NAMES = ("agg",)  # the reference's name of the all-sources aggregate in metrics
+
+
+def source_name(source: Any) -> str:
+    """A source's name: its `name`, else its taskset id, else its data's name."""
+    taskset = source.env.get("taskset") if isinstance(source.env, dict) else None
+    if source.name:
+        return source.name
+    if isinstance(taskset, dict) and taskset.get("id"):
+        return str(taskset["id"])
+    return source.data.name if source.data is not None else ""
+
+
+def _source_lists(cfg: OrchestratorConfig) -> tuple[tuple[str, list[Any]], ...]:
+    return (
         ("train", list(cfg.train.source)),
         ("eval", list(cfg.eval.source) if cfg.eval else []),
     )
-    for table, sources in lists:
+
+
+def source_names_distinct(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
+    """Sources of one list need distinct names (the name defaults to the taskset id, else the
+    data's name), and none may be "agg", which the reference's metrics use for all sources."""
+    for table, sources in _source_lists(cfg):
         seen: dict[str, int] = {}
         for index, source in enumerate(sources):
-            taskset = source.env.get("taskset") if isinstance(source.env, dict) else None
-            data = source.data.name if source.data is not None else ""
-            name = source.name or (taskset.get("id") if isinstance(taskset, dict) else "") or data
-            if name in seen:
+            name = source_name(source)
+            if name in RESERVED_NAMES:
+                ctx.error(
+                    f"{table}.source.{index}.name",
+                    f"= {name!r} is reserved (the metrics of all sources together)",
+                    "pick another name",
+                )
+            elif name in seen:
                 ctx.error(
                     f"{table}.source.{index}.name",
                     f"= {name!r} also names {table}.source[{seen[name]}]",
@@ -106,11 +127,7 @@ def source_names_distinct(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
 def source_has_one_task(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
     """A source is an environment (`env`) or your own data (`data` with at least one `reward`),
     not both; `reward` and `reward_weights` go with `data`, one weight per function."""
-    lists: tuple[tuple[str, list[Any]], ...] = (
-        ("train", list(cfg.train.source)),
-        ("eval", list(cfg.eval.source) if cfg.eval else []),
-    )
-    for table, sources in lists:
+    for table, sources in _source_lists(cfg):
         for index, source in enumerate(sources):
             at = f"{table}.source.{index}"
             if source.data is not None and source.env:

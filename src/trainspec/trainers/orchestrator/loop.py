@@ -111,7 +111,7 @@ def run_evals(policy, sources, step: int, seq_len: int, *, every=False, final=Fa
             source.name,
             exact,
             result["reward"],
-            len(source.task.first(source.num_examples)),
+            source.task.count(source.num_examples),
             which,
         )
     if scores:

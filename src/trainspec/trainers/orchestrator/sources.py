@@ -3,15 +3,15 @@
 sampling, with the group tables' settings filled in where the source sets none.
 
     train = train_sources(config, tokenizer, render)     # list[TrainSource], at least one
-    picks = pick_sources(train, step, count, seed)       # which source each prompt comes from
+    picks = SourcePicker(train, batch_size, seed).step(step)   # (source, position) per prompt
     evals = eval_sources(config, tokenizer, render)      # [] without [orchestrator.eval]
 
 A source's `sampling` table is merged over the group's key by key (the keys it sets, not null,
 win), its `group_size` and `algo` default to the orchestrator's. Null means unset, so a config
 written out and read back (as `rl` hands it to the orchestrator) merges the same. Names
-default to the taskset id and must be unique in a list. Settings this build cannot honour are
-refused here, all at once, each with the source's dotted path
-("orchestrator.train.source[1].curriculum").
+default to the taskset id (validators/orchestrator.py: source_name, and the rule that keeps
+them unique). Settings this build cannot honour are refused here, all at once, each with the
+source's dotted path ("orchestrator.train.source[1].curriculum").
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trainspec.validators.orchestrator import source_name
+
 from ..errors import SetupError, SetupErrors, raise_all
 from .algorithms import AdvantageFn, from_config
 from .data_task import DataTask
 from .task import PromptStream, Task
 
 PREFIX = "orchestrator."
-RESERVED_NAMES = ("agg",)  # the reference's name of the all-sources aggregate in metrics
 
 
 @dataclass
@@ -74,37 +75,11 @@ def _merged(group, own, extra_body: bool = True) -> Sampling:
     )
 
 
-def source_name(source) -> str:
-    """The source's name, else its taskset id, else its data's name."""
-    taskset = source.env.get("taskset") if isinstance(source.env, dict) else None
-    if source.name:
-        return source.name
-    if isinstance(taskset, dict) and taskset.get("id"):
-        return str(taskset["id"])
-    return source.data.name if source.data is not None else ""
-
-
 def _task(source, path: str, tokenizer, *, seed: int, role: str, render):
     """A source's task: its own data and reward, else its (built-in) taskset."""
     if source.data is not None:
         return DataTask.from_source(source, path, tokenizer, seed=seed, render=render)
     return Task.from_env(source.env, f"{path}.env", tokenizer, seed=seed, role=role, render=render)
-
-
-def _name(source, path: str, seen: set[str], errors: list[SetupError]) -> str:
-    name = source_name(source)
-    if name in RESERVED_NAMES:
-        errors.append(SetupError(f"{path}.name", f"{name!r} is reserved", "pick another name"))
-    elif name in seen:
-        errors.append(
-            SetupError(
-                f"{path}.name",
-                f"{name!r} names two sources of one list",
-                "give each source its own name",
-            )
-        )
-    seen.add(name)
-    return name
 
 
 def _collect(errors: list[SetupError], build: Callable, *args, **kwargs) -> Any:
@@ -136,7 +111,6 @@ def train_sources(
     """The train sources; `local`: the in-process sampler, which sends no request extras."""
     errors: list[SetupError] = []
     built: list[TrainSource] = []
-    seen: set[str] = set()
     group_sampling = config.train.sampling
     if not config.train.source:
         raise SetupError(
@@ -147,7 +121,7 @@ def train_sources(
         )
     for index, source in enumerate(config.train.source):
         path = f"{PREFIX}train.source[{index}]"
-        name = _name(source, path, seen, errors)
+        name = source_name(source)
         _not_served(source, path, errors)
         if source.curriculum is not None:
             errors.append(
@@ -206,11 +180,10 @@ def eval_sources(config, tokenizer, render: Callable | None = None) -> list[Eval
         return []
     errors: list[SetupError] = []
     built: list[EvalSource] = []
-    seen: set[str] = set()
     group = config.eval
     for index, source in enumerate(group.source):
         path = f"{PREFIX}eval.source[{index}]"
-        name = _name(source, path, seen, errors)
+        name = source_name(source)
         _not_served(source, path, errors)
         sampling = _merged(group.sampling, source.sampling, extra_body=False)  # support.py
         task = _collect(errors, _task, source, path, tokenizer, seed=config.seed, role="eval",

@@ -83,10 +83,13 @@ class PromptStream:
             self._epoch = epoch
         return self._prompt(self._order[index])
 
+    def count(self, count: int) -> int:
+        """How many prompts `first(count)` gives."""
+        return len(self.rows) if count < 0 else min(count, len(self.rows))
+
     def first(self, count: int) -> list[Prompt]:
         """The first `count` rows in file order (held-out evaluation); a negative count: all."""
-        count = len(self.rows) if count < 0 else min(count, len(self.rows))
-        return [self._prompt(i) for i in range(count)]
+        return [self._prompt(i) for i in range(self.count(count))]
 
 
 def _agent_keys(agent: Any, path: str) -> list[SetupError]:
