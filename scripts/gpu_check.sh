@@ -4,7 +4,9 @@
 #      pinned host memory, flash-attention 2 (where flash-attn is installed);
 #   2. a bf16 sft run of a random-initialised ~0.6B Qwen3, tok/s and MFU per variant
 #      (scripts/gpu_bench.py): the defaults (FSDP2, state offloaded), the state on the GPU,
-#      and attn = "flash_attention_2" if flash-attn imports.
+#      and attn = "flash_attention_2" if flash-attn imports;
+#   3. where vLLM imports: `rl` with [inference] on a small random Qwen3 (vLLM started by rl,
+#      weights loaded after every step through trainspec's worker extension), 5 steps.
 #
 #     scripts/gpu_check.sh [LOG_DIR]
 #
@@ -32,4 +34,45 @@ echo "== 1. GPU-marked tests"
   | tee "$LOG_DIR/gpu_tests.log" || status=1
 echo "== 2. sft on a ~0.6B Qwen3 in bf16"
 "$PY" scripts/gpu_bench.py --steps 20 --warmup 5 2>&1 | tee "$LOG_DIR/gpu_bench.log" || status=1
+echo "== 3. rl with [inference]: the vLLM server rl starts"
+if "$PY" -c "import vllm" 2>/dev/null; then
+  RL_DIR="$LOG_DIR/rl-vllm"
+  rm -rf "$RL_DIR" && mkdir -p "$RL_DIR"
+  "$PY" - "$RL_DIR/model" <<'PY'
+import sys
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from trainspec.trainers.builtin import builtin_model_dir
+source = builtin_model_dir("builtin:tiny-qwen3")
+config = AutoConfig.from_pretrained(source)
+AutoModelForCausalLM.from_config(config).save_pretrained(sys.argv[1])
+AutoTokenizer.from_pretrained(source).save_pretrained(sys.argv[1])
+PY
+  cat > "$RL_DIR/rl.toml" <<TOML
+max_steps = 5
+seq_len = 256
+output_dir = "$RL_DIR/run"
+
+[model]
+name = "$RL_DIR/model"
+
+[inference.vllm]
+gpu_memory_utilization = 0.3
+max_model_len = 512
+enforce_eager = true
+
+[orchestrator]
+batch_size = 64
+group_size = 8
+
+[orchestrator.train.sampling]
+max_completion_tokens = 16
+
+[[orchestrator.train.source]]
+env.taskset.id = "builtin:reverse-text"
+TOML
+  timeout 600 "$PY" -m trainspec.trainers.rl_run.main "$RL_DIR/rl.toml" 2>&1 | tee "$LOG_DIR/rl_vllm.log" || status=1
+  cp "$RL_DIR/run/logs/inference.log" "$LOG_DIR/" 2>/dev/null || true
+else
+  echo "vllm does not import here: skipped (the stand-in test covers the process handling)"
+fi
 exit $status

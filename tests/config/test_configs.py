@@ -14,10 +14,13 @@ CONFIGS = sorted((ROOT / "configs").rglob("*.toml"))
 
 
 def kind_of(path) -> str:
+    """The kind whose schema line 1 names, relative to the file (configs/rl/algo/ is deeper)."""
     first = path.read_text().splitlines()[0]
-    for kind, name in SCHEMA_NAMES.items():
-        if first == f"#:schema ../../generated/schemas/{name}.json":
-            return kind
+    target = first.removeprefix("#:schema ").strip()
+    if first.startswith("#:schema ") and not target.startswith("/"):
+        for kind, name in SCHEMA_NAMES.items():
+            if (path.parent / target).resolve() == ROOT / "generated" / "schemas" / f"{name}.json":
+                return kind
     raise AssertionError(f"{path}: line 1 must be a #:schema directive, got {first!r}")
 
 

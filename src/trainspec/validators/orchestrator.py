@@ -159,6 +159,53 @@ def source_has_one_task(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
                 )
 
 
+def _algo_tables(cfg: OrchestratorConfig) -> list[tuple[str, Any]]:
+    """(dotted path, table) of the group's algo and of every train source's own."""
+    tables = [("algo", cfg.algo)]
+    for index, source in enumerate(cfg.train.source):
+        if source.algo is not None:
+            tables.append((f"train.source.{index}.algo", source.algo))
+    return tables
+
+
+def sampling_source_fits_algo(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
+    """sft imitates a frozen model, so its sampling.source must be one; every other algorithm
+    learns from the policy's own completions (the policy loss, or a teacher's view of them), so
+    its sampling.source must be "policy"."""
+    for at, algo in _algo_tables(cfg):
+        frozen = algo.sampling.source != "policy"
+        if algo.type == "sft" and not frozen:
+            ctx.error(
+                f"{at}.sampling.source",
+                '= "policy": sft distillation imitates a frozen model\'s completions',
+                f'set {at}.sampling.source = {{ name = "<model>", base_url = '
+                '"http://localhost:8001/v1" }',
+            )
+        elif algo.type != "sft" and frozen:
+            ctx.error(
+                f"{at}.sampling.source",
+                f"is a frozen model, but {algo.type} learns from the policy's own completions",
+                'drop it (the default is "policy"), or use type = "sft" to imitate that model'
+                + (', or type = "opd" with it as the teacher' if algo.type != "opd" else ""),
+                related=(f"{at}.type",),
+            )
+
+
+def echo_needs_a_role(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
+    """echo learns the messages of at least one role: a roles table with every role null
+    learns nothing beyond grpo."""
+    for at, algo in _algo_tables(cfg):
+        if algo.type != "echo":
+            continue
+        roles = algo.roles
+        if all(getattr(roles, role) is None for role in ("system", "user", "assistant", "tool")):
+            ctx.error(
+                f"{at}.roles",
+                "sets no role: echo would learn no environment message",
+                f'set one, e.g. {at}.roles.tool = {{ alpha = 0.1 }}, or use type = "grpo"',
+            )
+
+
 ORCHESTRATOR_RULES = (
     reject_protected_env_vars,
     validate_env_var_names,
@@ -168,4 +215,6 @@ ORCHESTRATOR_RULES = (
     single_rollouts_learn_nothing,
     source_names_distinct,
     source_has_one_task,
+    sampling_source_fits_algo,
+    echo_needs_a_role,
 )

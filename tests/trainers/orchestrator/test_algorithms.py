@@ -229,34 +229,20 @@ def test_max_rl_and_rae_tables():
     assert rae(Group([1.0], keys=keys)) == [0.5]
 
 
-@pytest.mark.parametrize(
-    ("algo", "reason"),
-    [
-        ({"type": "echo"}, "multi-turn"),
-        ({"type": "hierarchical_grpo", "episode_agents": ["a"]}, "multi-agent"),
-        ({"type": "opd", "teacher": {"name": "t", "base_url": "http://h:1/v1"}}, "teacher"),
-        ({"type": "opsd"}, "demonstration"),
-        (
-            {"type": "sft", "sampling": {"source": {"name": "t", "base_url": "http://h/v1"}}},
-            "frozen",
-        ),
-    ],
-)
-def test_variants_this_build_lacks_are_refused_with_the_reason(algo, reason):
+def test_hierarchical_grpo_is_refused_with_the_reason():
     from trainspec.trainers.errors import SetupError
     from trainspec.trainers.orchestrator.algorithms import from_config
 
+    table = algo_table(type="hierarchical_grpo", episode_agents=["a"])
     with pytest.raises(SetupError) as caught:
-        from_config(algo_table(**algo), "orchestrator.train.source[1].algo")
+        from_config(table, "orchestrator.train.source[1].algo")
     assert caught.value.path == "orchestrator.train.source[1].algo.type"
-    assert reason in caught.value.problem and caught.value.fix
+    assert "multi-agent" in caught.value.problem and caught.value.fix
 
 
-def test_a_frozen_sampling_source_is_refused_for_grpo():
-    from trainspec.trainers.errors import SetupError
+def test_echo_scores_its_group_as_grpo_with_its_length_penalty():
     from trainspec.trainers.orchestrator.algorithms import from_config
 
-    table = algo_table(type="grpo", sampling={"source": {"name": "t", "base_url": "http://h/v1"}})
-    with pytest.raises(SetupError) as caught:
-        from_config(table, "orchestrator.algo")
-    assert caught.value.path == "orchestrator.algo.sampling.source"
+    echo = from_config(algo_table(type="echo", length_penalty={"type": "linear"}), "a")
+    group = Group([1.0, 0.5, 0.0], [100, 50, 200], [40, 80, 80], [1, 2, 4])
+    assert echo(group) == pytest.approx([0.54375, 0.0375, -0.58125])  # the grpo case above

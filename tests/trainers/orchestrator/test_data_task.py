@@ -6,12 +6,10 @@ errors naming the source's dotted path."""
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
 
 from trainspec.config import load
-from trainspec.trainers.core.tokenizer import build_tokenizer
 from trainspec.trainers.errors import SetupError
 from trainspec.trainers.orchestrator.sampler import Completion
 from trainspec.trainers.orchestrator.sources import eval_sources, train_sources
@@ -30,14 +28,6 @@ async def short(completion, **row):
     assert row["level"] in (1, 2)  # every other column arrives
     return 1.0 if len(completion) <= 4 else 0.0
 """
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return build_tokenizer(
-        SimpleNamespace(name=None, trust_remote_code=None, chat_template=None),
-        SimpleNamespace(name="builtin:tiny-qwen3", trust_remote_code=False),
-    )
 
 
 @pytest.fixture

@@ -14,8 +14,6 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from trainspec.config import load
-from trainspec.trainers.core.tokenizer import build_tokenizer
 from trainspec.trainers.errors import SetupError
 from trainspec.trainers.orchestrator.sampler import Completion, LocalSampler
 from trainspec.trainers.orchestrator.sampler_openai import OpenAISampler
@@ -23,12 +21,6 @@ from trainspec.trainers.tasks import _prompt_ids, _stop_id, reverse_text
 
 torch.set_num_threads(1)
 CPU = torch.device("cpu")
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    config = load("sft", [], {"model.name": "builtin:tiny-qwen3"}).config
-    return build_tokenizer(config.tokenizer, config.model)
 
 
 @pytest.fixture(scope="module")

@@ -5,24 +5,12 @@ built-in taskset refuses, each with the source's dotted path."""
 from __future__ import annotations
 
 from collections import Counter
-from types import SimpleNamespace
-
-import pytest
 
 from trainspec.config import dump_json, load
-from trainspec.trainers.core.tokenizer import build_tokenizer
 from trainspec.trainers.errors import SetupError, SetupErrors
 from trainspec.trainers.orchestrator.sources import SourcePicker, eval_sources, train_sources
 
 RT = {"taskset": {"id": "builtin:reverse-text"}}
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return build_tokenizer(
-        SimpleNamespace(name=None, trust_remote_code=None, chat_template=None),
-        SimpleNamespace(name="builtin:tiny-qwen3", trust_remote_code=False),
-    )
 
 
 def config(**settings):
@@ -57,8 +45,8 @@ def test_a_source_takes_the_group_settings_it_does_not_set(tokenizer):
     assert (b.group_size, b.sampling.temperature, b.sampling.max_tokens) == (2, 0.7, 5)
     from trainspec.trainers.orchestrator.algorithms import Group
 
-    assert a.advantages(Group([1.0, 0.0])) == [1.0, -1.0]  # max_rl, the group's
-    assert b.advantages(Group([1.0], keys=[("b", "agent")])) == [1.0]  # rae, its own
+    assert a.learner.advantages(Group([1.0, 0.0])) == [1.0, -1.0]  # max_rl, the group's
+    assert b.learner.advantages(Group([1.0], keys=[("b", "agent")])) == [1.0]  # rae, its own
 
 
 def test_written_out_and_read_back_a_config_merges_the_same(tokenizer):

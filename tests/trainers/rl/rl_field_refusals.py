@@ -116,33 +116,40 @@ NOT_BUILT = [
         )
     ],
     (
-        "algo.type",
-        {
-            "algo.type": "echo",
-            "algo.roles": {
-                "user": {"alpha": 0.2},
-                "system": {"alpha": 0.1},
-                "assistant": {"alpha": 0.1},
-                "tool": {"alpha": 0.1},
-            },
-            "algo.filter": {"import_path": "m.f", "kwargs": {"a": 1}},
-        },
+        "algo.filter",
+        {"algo.type": "echo", "algo.filter": {"import_path": "m.f", "kwargs": {}}},
         False,
     ),
     ("algo.type", {"algo.type": "hierarchical_grpo", "algo.episode_agents": ["solver"]}, False),
-    ("algo.type", {"algo.type": "opd", "algo.teacher": TEACHER}, False),
+    *[
+        (f"{table}.{key}", {"algo.type": kind, f"algo.{place}": {**TEACHER, key: value}}, False)
+        for kind, place, table in (
+            ("opd", "teacher", "algo.teacher"),
+            ("sft", "sampling.source", "algo.sampling.source"),
+        )
+        for key, value in (
+            ("extra_headers_from_state", {"X-Task": "task_id"}),
+            ("admin_base_url", ["http://127.0.0.1:9/v1"]),
+        )
+    ],
     (
-        "algo.type",
-        {
-            "algo.type": "opsd",
-            "algo.demo_key": "answer",
-            "algo.template": "Hint: {demonstration}",
-            "algo.renderer": {"name": "qwen3", "enable_thinking": False},
-        },
+        "algo.renderer.name",
+        {"algo.type": "opsd", "algo.renderer": {"name": "custom", "import_path": "my.Renderer"}},
         False,
     ),
-    ("algo.type", {"algo.type": "sft", "algo.sampling.source": TEACHER}, False),
-    ("algo.sampling.source", {"algo.type": "max_rl", "algo.sampling.source": TEACHER}, False),
+    (
+        "algo.renderer.thinking_retention",
+        {"algo.type": "opsd", "algo.renderer": {"name": "auto", "thinking_retention": "all"}},
+        False,
+    ),
+    *[
+        (
+            f"algo.renderer.{key}",
+            {"algo.type": "opsd", "algo.renderer": {"name": "default", key: value}},
+            False,
+        )
+        for key, value in (("tool_parser", "hermes"), ("reasoning_parser", "think"))
+    ],
     ("renderer.name", {"renderer.name": "custom", "renderer.import_path": "my.Renderer"}, False),
     ("renderer.thinking_retention", {"renderer.thinking_retention": "all"}, False),
     ("renderer.tool_parser", {"renderer.name": "default", "renderer.tool_parser": "hermes"}, False),

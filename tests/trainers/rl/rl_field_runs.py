@@ -534,3 +534,95 @@ def run_orchestrator_openai(
     assert all(headers["Authorization"] == "Bearer secret" for *_, headers in completions)
     assert reloads == ["step_0", "step_1", "step_2"]
     assert [(b.step, b.policy_step) for b in received] == [(0, 0), (1, 1)]  # on-policy
+
+
+@contextlib.contextmanager
+def served_teacher(policy: Path) -> Iterator[str]:
+    """The policy's step-2 weights served for real (trainspec.trainers.serve) as "teacher",
+    so it disagrees with the step-0 policy the runs start from; yields its base URL."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trainspec.trainers.core.tokenizer import build_tokenizer
+    from trainspec.trainers.orchestrator.sampler import LocalSampler
+    from trainspec.trainers.serve import ModelServer
+    from trainspec.trainers.tasks import _stop_id
+
+    config = load("orchestrator", [], TINY_ORCHESTRATOR).config
+    tokenizer = build_tokenizer(config.tokenizer, config.model)
+    model = AutoModelForCausalLM.from_pretrained(policy / "broadcasts" / "step_2")
+    sampler = LocalSampler(model.eval(), tokenizer, _stop_id(tokenizer), torch.device("cpu"))
+    server = ModelServer(sampler, "teacher").start()
+    try:
+        yield server.base_url
+    finally:
+        server.close()
+
+
+def run_orchestrator_distill(
+    out: Path, recorder: FieldRecorder, policy: Path, mp: pytest.MonkeyPatch
+) -> None:
+    """opd against a served teacher (with every client setting a frozen model honours), sft
+    sampling from it, opsd hinting the live policy with the answer, echo on a one-turn source:
+    each run's batches carry what its algorithm teaches."""
+    from trainspec.trainers.orchestrator.loop import run
+
+    mp.setenv("TRAINSPEC_FIELD_TEACHER_KEY", "k")
+    mp.setenv("TRAINSPEC_FIELD_TOKEN", "t")
+    with served_teacher(policy) as base_url:
+        client = {
+            "name": "teacher",
+            "base_url": base_url,
+            "wait_for_ready_timeout": 30,
+            "api_key_var": "TRAINSPEC_FIELD_TEACHER_KEY",
+            "headers": {"X-Team": "rl"},
+            "headers_from_env": {"X-Token": "TRAINSPEC_FIELD_TOKEN"},
+            "extra_headers_from_state": {},
+            "skip_model_check": False,
+            "admin_base_url": "None",
+        }
+        runs = {
+            "opd": {"type": "opd", "teacher": client, "sampling": {"source": "policy"}},
+            "sft": {"type": "sft", "sampling": {"source": client}},
+            "opsd": {
+                "type": "opsd",
+                "demo_key": "answer",
+                "template": "Reversed: {demonstration}",
+                "renderer": {"name": "auto"},
+            },
+            "echo": {
+                "type": "echo",
+                "roles": {
+                    "user": {"alpha": 0.2},
+                    "system": {"alpha": 0.1},
+                    "assistant": {"alpha": 0.3},
+                    "tool": {"alpha": 0.4},
+                },
+                "filter": "None",
+                "length_penalty": "None",
+            },
+        }
+        received: dict[str, list[RolloutBatch]] = {}
+        for name, algo in runs.items():
+            config = orchestrator_config(out, f"orchestrator-{name}", {"algo": algo})
+            with signals_kept(), trainer_stand_in(config, policy) as batches:
+                assert run(recorder.wrap(config)) == 0
+            received[name] = batches
+    for name, batches in received.items():
+        assert [b.step for b in batches] == [0, 1], name
+        mbs = [mb for b in batches for mb in b.micro_batches]
+        ce = sum(float((mb.ce_weights * mb.loss_mask).sum()) for mb in mbs)
+        tokens = sum(mb.num_loss_tokens for mb in mbs)
+        if name == "sft":
+            assert ce == tokens > 0  # every sampled token, by imitation
+        else:
+            assert ce == 0, name
+    for name in ("opd", "opsd"):  # per-token advantages: not one value per sample
+        mb = received[name][0].micro_batches[0]
+        values = {round(float(v), 6) for v in mb.advantages[mb.loss_mask]}
+        assert len(values) > 2, (name, values)
+    for name in runs:  # the distillations log their KL estimate to the teacher, the others not
+        logged = [
+            r for r in metrics(out / f"orchestrator-{name}" / "orchestrator") if "reward" in r
+        ]
+        assert logged and all(("teacher_kl" in r) == (name in ("opd", "opsd")) for r in logged)

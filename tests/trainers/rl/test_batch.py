@@ -31,6 +31,27 @@ def test_tensors_are_aligned_to_the_position_that_predicts_each_completion_token
     assert mb.input_ids[1].tolist()[:5] == [6, 6, 6, 6, 3]  # the third did not fit: next row
 
 
+def test_per_token_advantages_and_cross_entropy_weights_land_on_their_tokens():
+    distilled = Sample([1, 2], [4, 5, 6], [-1.0, -1.0, -1.0], 0.0, token_advantages=[0.5, -1, 2])
+    imitated = Sample([3], [7, 8], [-0.5, -0.5], 0.0, ce_weights=[1.0, 1.0])
+    (share,) = pack_samples([distilled, imitated], seq_len=8, micro_batch_size=1, ranks=1, pad_id=0)
+    (mb,) = share
+    assert mb.loss_mask[0].nonzero().flatten().tolist() == [1, 2, 3, 5, 6]
+    assert mb.advantages[0, [1, 2, 3]].tolist() == [0.5, -1.0, 2.0]
+    assert mb.ce_weights[0].tolist() == [0, 0, 0, 0, 0, 1, 1, 0]
+    # the policy loss leaves the imitated tokens to the cross-entropy term
+    assert mb.policy_mask[0].nonzero().flatten().tolist() == [1, 2, 3]
+    back = decode(encode(RolloutBatch(0, 0, 1.0, [mb])))
+    assert torch.equal(back.micro_batches[0].ce_weights, mb.ce_weights)
+
+
+def test_a_per_token_list_must_match_the_completion():
+    import pytest
+
+    with pytest.raises(ValueError, match="ce_weights has 1 entries for 2 tokens"):
+        Sample([1], [2, 3], [-1.0, -1.0], 0.0, ce_weights=[1.0])
+
+
 def test_rows_are_dealt_round_robin_and_every_rank_gets_a_pass():
     shares = pack_samples(samples(), seq_len=6, micro_batch_size=1, ranks=4, pad_id=0)
     rows = [sum(mb.input_ids.size(0) for mb in share) for share in shares]

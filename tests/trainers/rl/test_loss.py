@@ -318,3 +318,23 @@ def test_validation_does_not_import_the_custom_module(write_module, tmp_path):
         build_loss(cfg)
     assert info.value.path == "loss.import_path"
     assert "RuntimeError: custom_loss_boom was imported" in info.value.problem
+
+
+def test_imitation_loss_is_the_weighted_negative_log_likelihood():
+    from trainspec.trainers.rl.batch import RLMicroBatch
+    from trainspec.trainers.rl.train import imitation_loss
+
+    logprobs = torch.tensor([[-0.5, -2.0, -1.0, -4.0]], requires_grad=True)
+    mb = RLMicroBatch(
+        input_ids=torch.zeros(1, 4, dtype=torch.long),
+        position_ids=torch.arange(4).unsqueeze(0),
+        targets=torch.zeros(1, 4, dtype=torch.long),
+        loss_mask=torch.tensor([[True, True, True, False]]),
+        advantages=torch.zeros(1, 4),
+        inference_logprobs=torch.zeros(1, 4),
+        ce_weights=torch.tensor([[1.0, 0.5, 0.0, 1.0]]),  # the last is outside the loss mask
+    )
+    loss = imitation_loss(logprobs, mb)
+    assert loss.item() == pytest.approx(0.5 + 0.5 * 2.0)
+    loss.backward()
+    assert logprobs.grad.tolist() == [[-1.0, -0.5, 0.0, 0.0]]

@@ -61,6 +61,7 @@ from rl_field_runs import (  # noqa: E402
     run_everything_on,
     run_filesystem_transport,
     run_moe,
+    run_orchestrator_distill,
     run_orchestrator_local,
     run_orchestrator_openai,
     run_orchestrator_recorded,
@@ -101,6 +102,10 @@ REFUSAL_CASES = [
 Outcomes = dict[str, BaseException | None]
 # The orchestrator's [renderer] settings of named renderers (prompts.py hands them over).
 RENDERER_SETTINGS, CUSTOM_ONLY = renderer_settings("renderer")
+# opsd's own [algo.renderer], built the same way (learners.LearnerContext.renderer_for).
+OPSD_RENDERER_SETTINGS, OPSD_CUSTOM_ONLY = renderer_settings("algo.renderer")
+RENDERER_SETTINGS = {**RENDERER_SETTINGS, **OPSD_RENDERER_SETTINGS}
+CUSTOM_ONLY = {**CUSTOM_ONLY, **OPSD_CUSTOM_ONLY}
 
 # -- the runs ---------------------------------------------------------------------------------
 
@@ -156,6 +161,7 @@ def orchestrator_consumed(tmp_path_factory, policy) -> FieldRecorder:
     with isolated() as mp, heartbeat_server() as url:
         run_orchestrator_local(out, recorder, policy, url)
         run_orchestrator_openai(out, recorder, policy, mp)
+        run_orchestrator_distill(out, recorder, policy, mp)
     return recorder
 
 
@@ -248,7 +254,8 @@ def how_consumed(kind: str, leaf: str, request) -> str | None:
         # proven by test_a_prompt_renderer_setting_reaches_the_renderers_package
         return f'handed to the renderers package (renderer.name = "{RENDERER_SETTINGS[leaf]}")'
     if kind == "orchestrator" and leaf in CUSTOM_ONLY:
-        custom = refused_by(kind, "renderer.name", outcomes)
+        table = leaf.rsplit(".", 1)[0]
+        custom = refused_by(kind, f"{table}.name", outcomes)
         return f'only under renderer.name = "custom", refused with {custom}' if custom else None
     if leaf in CONSUMED_BY_RULES[kind]:
         return f"consumed by the rule {CONSUMED_BY_RULES[kind][leaf]}"
@@ -360,6 +367,35 @@ def test_a_prompt_renderer_setting_reaches_the_renderers_package(monkeypatch):
     assert render([{"role": "user", "content": "x"}]) == [1, 2, 3]
     assert stop_id == 7
     assert built == [("qwen3", {"enable_thinking": False})]
+
+
+def test_an_opsd_renderer_setting_reaches_the_renderers_package(monkeypatch):
+    """opsd renders its hint through prompts.prompt_renderer too, with its own table."""
+    from trainspec.config import load
+    from trainspec.trainers.orchestrator.sources import LearnerContext
+    from trainspec.trainers.sft import named_renderers
+
+    built = []
+
+    class Renderer:
+        def get_stop_token_ids(self):
+            return [7]
+
+        def render_ids(self, messages, add_generation_prompt=False):
+            return [len(messages)]
+
+    def build(name, settings, tokenizer):
+        built.append((name, settings))
+        return Renderer()
+
+    monkeypatch.setattr(named_renderers, "build_renderer", build)
+    settings = {"algo": {"type": "opsd", "renderer": {"name": "qwen3", "enable_thinking": False}}}
+    config = load("orchestrator", [], settings).config
+    context = LearnerContext(object(), 7, lambda messages: [0], None)
+    assert context.renderer_for(config.algo.renderer)([{"role": "user", "content": "x"}]) == [1]
+    assert built == [("qwen3", {"enable_thinking": False})]
+    auto = load("orchestrator", [], {"algo": {"type": "opsd"}}).config.algo.renderer
+    assert context.renderer_for(auto) is context.render
 
 
 @pytest.mark.parametrize("kind", KINDS)

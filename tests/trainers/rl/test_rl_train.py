@@ -140,6 +140,36 @@ def test_trainer_log_probabilities_equal_the_samplers_on_policy(tmp_path):
     assert abs(record["ratio_mean"] - 1.0) < 1e-4
 
 
+def test_imitated_tokens_train_on_cross_entropy_alone(tmp_path):
+    """sft distillation's batch: every completion token has a cross-entropy weight of 1, so the
+    step's loss is the mean negative log-likelihood of those tokens (computed here with the
+    trainer's starting weights) and the policy loss sees no token."""
+    from trainspec.trainers.core.model import load_hf_model
+    from trainspec.trainers.core.tokenizer import build_tokenizer
+
+    config = trainer_config(tmp_path, max_steps=1)
+    tokenizer = build_tokenizer(config.tokenizer, config.model)
+    lm = load_hf_model(config.model, seed=0)  # what the trainer builds
+    pairs = [(tokenizer.encode("abc"), [5, 6, 7]), (tokenizer.encode("hello"), [8, 9])]
+    nll = []
+    for prompt, completion in pairs:
+        ids = torch.tensor([prompt + completion])
+        with torch.no_grad():
+            logits = lm(input_ids=ids).logits[0].float()
+        positions = torch.arange(len(prompt) - 1, len(prompt) - 1 + len(completion))
+        nll += (-torch.log_softmax(logits, -1)[positions, completion]).tolist()
+    samples = [
+        Sample(p, c, [-9.0] * len(c), advantage=5.0, ce_weights=[1.0] * len(c)) for p, c in pairs
+    ]  # the advantage and sampler log-probabilities must not matter
+    (share,) = pack_samples(samples, seq_len=64, micro_batch_size=4, ranks=1, pad_id=0)
+    build_sender(config.rollout_transport, tmp_path, 1).send(0, 0, RolloutBatch(0, 0, 1.0, share))
+    assert train(config) == 0
+    (record,) = metrics(tmp_path)
+    assert record["loss"] == pytest.approx(sum(nll) / len(nll), rel=1e-4)
+    assert record["ce_loss"] == pytest.approx(record["loss"])
+    assert record["loss_tokens"] == 5
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

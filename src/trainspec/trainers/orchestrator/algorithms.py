@@ -1,17 +1,26 @@
-"""The RL advantage algorithms (the reference's `algo.type`): grpo, max_rl and rae.
+"""The RL algorithms (the reference's `algo.type`): how a scored group becomes what the trainer
+learns. Pure Python, no torch.
 
     group_advantages_for("grpo")(Group([1.0, 0.0, 0.5, 0.5])) == [0.5, -0.5, 0.0, 0.0]
 
-Each algorithm turns the rewards of one group (the completions sampled for one prompt) into
-advantages, one per sample, as plain floats:
+Reward-based algorithms turn the rewards of one group (the completions sampled for one prompt)
+into one advantage per sample, learned by the policy loss:
 
 * grpo: reward minus the group mean, optionally after a linear length penalty;
 * max_rl: (reward - mean) / mean, all zeros when the mean is <= 0;
-* rae: reward minus an EMA baseline kept per (env, agent), updated after each reward is scored.
+* rae: reward minus an EMA baseline kept per (env, agent), updated after each reward is scored;
+* echo: grpo on the sampled tokens, plus cross-entropy with each role's alpha on the tokens the
+  environment wrote after the model's first reply (`echo_ce_weights`).
 
-Pure Python, no torch. `from_config` builds the function of an `[orchestrator.algo]` table (or
-a source's own `algo`); the reference's other variants (echo, hierarchical_grpo, opd, opsd, sft)
-and a frozen model as the sampling source are refused there with the reason.
+Distillation learns from another model's view of each token instead (learners.py does the
+scoring):
+
+* opd and opsd: a per-token advantage `teacher log p - sampler log p` (`distill_advantages`),
+  the policy gradient of the reverse KL from the policy to the teacher on the sampled tokens;
+* sft: cross-entropy on every token a frozen model sampled (`Signal.ce_weights` all 1).
+
+`from_config` builds the advantage function of a reward-based `algo` table; hierarchical_grpo,
+which needs a multi-agent environment, is refused there with the reason.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from dataclasses import dataclass
 from ..errors import SetupError
 
 ALGORITHMS = ("grpo", "max_rl", "rae")
+DISTILLATION = ("opd", "opsd", "sft")
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -172,35 +182,74 @@ def group_advantages_for(
     return rae
 
 
-# Why this build refuses the reference's other variants (they need what it does not have).
+@dataclass(frozen=True)
+class Signal:
+    """What one completion trains on: one advantage for all its tokens, or one per token
+    (`token_advantages`), and an optional cross-entropy weight per token (`ce_weights`)."""
+
+    advantage: float = 0.0
+    token_advantages: list[float] | None = None
+    ce_weights: list[float] | None = None
+
+    @property
+    def teaches(self) -> bool:
+        """False for a reward-based sample no better or worse than its group."""
+        return self.advantage != 0.0 or bool(self.token_advantages) or bool(self.ce_weights)
+
+
+def distill_advantages(teacher: Sequence[float], sampler: Sequence[float]) -> list[float]:
+    """Per sampled token, teacher log p - sampler log p: the token's share of
+    -KL(policy || teacher), so the policy gradient with these advantages lowers the reverse KL."""
+    if len(teacher) != len(sampler):
+        raise ValueError(f"{len(teacher)} teacher log-probabilities for {len(sampler)} tokens")
+    return [t - s for t, s in zip(teacher, sampler, strict=True)]
+
+
+def echo_ce_weights(
+    segments: Sequence[tuple[str, int, bool]], alphas: dict[str, float]
+) -> list[float] | None:
+    """Cross-entropy weights over an episode's completion tokens, given as (role, tokens,
+    generated) segments in order: tokens the environment wrote (not generated) after the model's
+    first reply get their role's alpha, the rest 0. None when no token gets a weight (a
+    single-turn episode: nothing but the model's own reply)."""
+    weights: list[float] = []
+    replied = False
+    for role, count, generated in segments:
+        alpha = 0.0 if generated or not replied else alphas.get(role, 0.0)
+        weights += [alpha] * count
+        replied = replied or generated
+    return weights if any(weights) else None
+
+
+def echo_alphas(roles) -> dict[str, float]:
+    """role -> alpha of an echo `roles` table (roles set to null are left out)."""
+    out = {}
+    for role in ("system", "user", "assistant", "tool"):
+        table = getattr(roles, role)
+        if table is not None:
+            out[role] = float(table.alpha)
+    return out
+
+
+# Why this build refuses the reference's hierarchical_grpo (it needs what this build lacks).
 NOT_BUILT = {
-    "echo": "echo weighs the environment's tokens of a multi-turn episode, and this build runs "
-    "single-turn built-in tasksets only",
     "hierarchical_grpo": "hierarchical_grpo compares the roles of a multi-agent environment, and "
-    "this build runs single-agent built-in tasksets only",
-    "opd": "opd scores completions on a teacher served by an inference server, which this build "
-    "does not reach yet",
-    "opsd": "opsd distils from the policy shown a demonstration, which this build does not do yet",
-    "sft": "sft trains on a frozen model's completions from an inference server, which this "
-    "build does not reach yet",
+    "this build runs single-agent tasksets only",
 }
 
 
 def from_config(algo, path: str) -> AdvantageFn:
-    """The advantage function of an algo table; a variant this build lacks is a SetupError."""
+    """The advantage function of a reward-based algo table (grpo, max_rl, rae, echo); a variant
+    this build lacks is a SetupError."""
     if algo.type in NOT_BUILT:
         raise SetupError(
             f"{path}.type",
             f"= {algo.type!r} is not available: {NOT_BUILT[algo.type]}",
-            'use type = "grpo", "max_rl" or "rae"',
+            'use type = "grpo", "max_rl", "rae", "echo", "opd", "opsd" or "sft"',
         )
-    if algo.sampling.source != "policy":
-        raise SetupError(
-            f"{path}.sampling.source",
-            f"is a frozen model; {algo.type} learns from the policy's own completions",
-            'drop it (the source is "policy")',
-        )
-    if algo.type == "grpo":
+    if algo.type in DISTILLATION:
+        raise ValueError(f"{algo.type} learns from a teacher, not from advantages (learners.py)")
+    if algo.type in ("grpo", "echo"):
         penalty = algo.length_penalty
         assert penalty is None or penalty.type == "linear"  # the one penalty the schema has
         return group_advantages_for(

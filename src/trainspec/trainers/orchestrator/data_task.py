@@ -63,7 +63,7 @@ class DataTask(PromptStream):
         base = render or (lambda messages: _prompt_ids(tokenizer, messages))
         column = data.prompt if data.prompt in columns else "messages"
 
-        def render_row(row: dict) -> tuple[list[int], dict[str, Any]]:
+        def render_row(row: dict) -> tuple[list[int], dict[str, Any], list[dict]]:
             prompt = row[column]
             rest = {k: v for k, v in row.items() if k != column}
             messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
@@ -72,15 +72,15 @@ class DataTask(PromptStream):
                 messages = messages[:-1]
             if system is not None:
                 messages = [{"role": "system", "content": system}, *messages]
-            return base(list(messages)), rest
+            return base(list(messages)), rest, list(messages)
 
         task = cls(rows.to_list(), rewards, render_row, column, path)
         task.seed = seed
         return task
 
     def _prompt(self, index: int) -> Prompt:
-        ids, row = self.render(self.rows[index])
-        return Prompt(ids, str(row.get("answer", "")), row)
+        ids, row, messages = self.render(self.rows[index])
+        return Prompt(ids, str(row.get("answer", "")), row, messages)
 
     def score_group(self, prompt: Prompt, completions) -> list[float]:
         """The weighted reward of each completion (0 for one cut off), all scored together."""

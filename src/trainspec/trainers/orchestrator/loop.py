@@ -1,7 +1,9 @@
 """The orchestrator loop, top to bottom: for every trainer step, take the newest weights the
 async limit allows, pick the step's prompts from the train sources, sample a group of
-completions of each, score them, turn rewards into advantages with each source's algorithm,
-pack and ship one share per trainer rank; evaluate the eval sources at their intervals.
+completions of each (from the policy, or from a frozen model for sft), score them, let each
+source's algorithm say what every completion teaches (advantages from rewards, or a teacher's
+log-probabilities), pack and ship one share per trainer rank; evaluate the eval sources at
+their intervals.
 
     orchestrator configs/orchestrator/demo.toml      # beside a running `rl-trainer`
     rl configs/rl/demo.toml                          # both, started together
@@ -33,7 +35,6 @@ from ..run.heartbeat import Heartbeat
 from ..run.lock import lock_run_dir, release_run_dir
 from ..run.monitor import Monitor
 from ..run.run_dir import write_resolved_config
-from .algorithms import Group
 from .policy import Policy
 from .prompts import prompt_renderer
 from .report import draw_rl_plot
@@ -165,7 +166,7 @@ def run(config) -> int:
     render, stop_id = prompt_renderer(config.renderer, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_id
     local = config.sampler.type == "local"
-    sources = train_sources(config, tokenizer, render, local=local)
+    sources = train_sources(config, tokenizer, render, local=local, stop_id=stop_id)
     held_out = eval_sources(config, tokenizer, render)
     batch_size = config.batch_size or 128
     picker = SourcePicker(sources, batch_size, config.seed)
@@ -203,33 +204,39 @@ def run(config) -> int:
         flat: list[float] = []
         lengths: list[int] = []
         truncated = 0
+        distilled: list[float] = []  # per-token advantages of opd/opsd: -(policy - teacher)
         for index, source in enumerate(sources):
             prompts = [source.task.at(position) for i, position in picks if i == index]
             if not prompts:
                 continue
-            groups = policy.sampler.sample(
+            sampler = source.learner.sampler or policy.sampler  # sft: the frozen model
+            temperature = source.sampling.temperature
+            groups = sampler.sample(
                 [p.ids for p in prompts],
                 source.group_size,
-                temperature=source.sampling.temperature,
+                temperature=temperature,
                 max_tokens=max_tokens_for(source.sampling, prompts, config.seq_len),
                 seed=config.seed * SEED_STRIDE + step + index * SEED_STRIDE**2,
             )
             for prompt, group in zip(prompts, groups, strict=True):
                 rewards = source.task.score_group(prompt, group)
-                advantages = source.advantages(
-                    Group(
-                        rewards,
-                        output_tokens=[len(c.token_ids) for c in group],
-                        input_tokens=[len(prompt.ids)] * len(group),
-                        turns=[1] * len(group),
-                        keys=[(source.name, "agent")] * len(group),
-                    )
+                signals = source.learner.signals(
+                    prompt, group, rewards, policy.sampler, temperature
                 )
-                for c, reward, advantage in zip(group, rewards, advantages, strict=True):
+                for c, reward, taught in zip(group, rewards, signals, strict=True):
+                    distilled += taught.token_advantages or []
                     # a sample no better or worse than its group teaches nothing
-                    if advantage != 0.0 or not config.train.filter_zero_advantages:
+                    if taught.teaches or not config.train.filter_zero_advantages:
                         samples.append(
-                            Sample(prompt.ids, c.token_ids, c.logprobs, advantage, reward)
+                            Sample(
+                                prompt.ids,
+                                c.token_ids,
+                                c.logprobs,
+                                taught.advantage,
+                                reward,
+                                taught.token_advantages,
+                                taught.ce_weights,
+                            )
                         )
                 flat += rewards
                 lengths += [len(c.token_ids) for c in group]
@@ -261,6 +268,7 @@ def run(config) -> int:
             "shipped_samples": len(samples),
             "completion_len": sum(lengths) / len(lengths),
             "truncated": truncated / len(flat),
+            **({"teacher_kl": -sum(distilled) / len(distilled)} if distilled else {}),
             "policy_step": policy.step,
             "samples_per_s": len(flat) / (done - started),
             "sample_time_s": done - started,
@@ -291,6 +299,8 @@ def run(config) -> int:
         metrics = run_evals(policy, held_out, final, config.seq_len, every=True, final=True)
         monitor.log(final, metrics)
     sender.close()
+    for source in sources:
+        source.learner.close()
     policy.close()
     monitor.close()
     heartbeat.close()

@@ -49,6 +49,13 @@ class Sampler(Protocol):
         """The argmax continuation of every prompt; log-probabilities at temperature 1."""
         ...
 
+    def score(
+        self, prompts: list[list[int]], completions: list[list[int]], *, temperature: float
+    ) -> list[list[float]]:
+        """Each completion's token log-probabilities after its prompt, log softmax(logits /
+        temperature): the model's view of tokens it did not necessarily sample (distillation)."""
+        ...
+
     def load_weights(self, weights_dir: Path) -> None:
         """From now on, sample from the weights in `weights_dir` (HF safetensors)."""
         ...
@@ -182,6 +189,50 @@ class LocalSampler:
         out: list[Completion] = []
         for start in range(0, len(prompts), per_call):
             out += self._generate(prompts[start : start + per_call], 1, None, max_tokens)
+        return out
+
+    def score(
+        self, prompts: list[list[int]], completions: list[list[int]], *, temperature: float
+    ) -> list[list[float]]:
+        """One forward pass per chunk of right-padded prompt + completion rows."""
+        if len(prompts) != len(completions):
+            raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+        if temperature <= 0:
+            raise ValueError("temperature must be > 0 to score")
+        per_call = self.max_batch or max(1, len(prompts))
+        out: list[list[float]] = []
+        for start in range(0, len(prompts), per_call):
+            chunk = list(zip(prompts, completions, strict=True))[start : start + per_call]
+            out += self._score(chunk, temperature)
+        return out
+
+    def _score(self, rows: list[tuple[list[int], list[int]]], temperature: float):
+        if any(not prompt for prompt, _ in rows):
+            raise ValueError("every prompt needs at least one token")
+        width = max(len(p) + len(c) for p, c in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for row, (prompt, completion) in enumerate(rows):
+            ids = prompt + completion
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention_mask[row, : len(ids)] = 1
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                logits = self.model(  # type: ignore[operator]  # a torch module is callable
+                    input_ids=input_ids.to(self.device),
+                    attention_mask=attention_mask.to(self.device),
+                ).logits
+        finally:
+            self.model.train(was_training)
+        logprobs = torch.log_softmax(logits.float() / temperature, dim=-1).cpu()
+        out = []
+        for row, (prompt, completion) in enumerate(rows):
+            # completion token k sits at len(prompt) + k and is predicted one position earlier
+            positions = torch.arange(len(prompt) - 1, len(prompt) - 1 + len(completion))
+            picked = logprobs[row, positions, torch.tensor(completion, dtype=torch.long)]
+            out.append(picked.tolist())
         return out
 
     def _batch(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:

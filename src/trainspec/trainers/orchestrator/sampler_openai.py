@@ -13,8 +13,11 @@ they are log softmax(logits / temperature), what the RL loss needs. Top-k, top-p
 repetition penalty are sent neutral so a checkpoint's generation_config.json cannot change them.
 
 New weights: with `reload_path` (e.g. "/update_weights") `load_weights` POSTs
-{"path": <weights dir>} to the server root + reload_path and waits for the answer; without it,
-`load_weights` does nothing and the server is expected to pick up new weights itself.
+{"path": <weights dir>} to the server root + reload_path and waits for the answer; a
+reload_path ending in "/collective_rpc" (vLLM with trainspec's worker extension, as `rl` starts
+it) POSTs {"method": "update_weights_from_path", "args": [<dir>]} there instead, then
+POST /reset_prefix_cache. Without reload_path `load_weights` does nothing and the server is
+expected to pick up new weights itself.
 
 A server that cannot be reached (after a few retries with backoff), answers with an HTTP error or
 answers something unreadable is a SetupError on `orchestrator.sampler.base_url`; a reload the
@@ -38,6 +41,8 @@ START_FIX = (
 )
 RETRY_STATUS = (502, 503, 504)  # a proxy or a server still starting up
 TOKEN_PREFIX = "token_id:"
+RPC_PATH = "/collective_rpc"  # vLLM's dev-mode route to a worker extension's methods
+RPC_METHOD = "update_weights_from_path"  # trainers/vllm_worker.py
 
 
 class OpenAISampler:
@@ -58,6 +63,8 @@ class OpenAISampler:
         backoff_s: float = 0.5,
         extra_body: dict[str, Any] | None = None,
         max_batch: int | None = None,
+        headers: dict[str, str] | None = None,
+        field: str = FIELD,
     ) -> None:
         import httpx
 
@@ -72,7 +79,8 @@ class OpenAISampler:
         self.timeout_s = timeout_s
         self.extra_body = dict(extra_body or {})  # train requests only; merged last
         self.max_batch = max_batch  # completions per request (episodes in flight)
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.field = field  # the setting a connection error names
+        headers = {**(headers or {}), **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
         self._client = httpx.Client(timeout=timeout_s, headers=headers)
 
     def sample(
@@ -97,10 +105,51 @@ class OpenAISampler:
             return []
         return self._complete(self._body(prompts, 1, 0.0, max_tokens), len(prompts))
 
+    def score(
+        self, prompts: list[list[int]], completions: list[list[int]], *, temperature: float
+    ) -> list[list[float]]:
+        """Each completion's log-probabilities after its prompt, read from vLLM's
+        `prompt_logprobs` of prompt + completion (one generated token, thrown away)."""
+        if len(prompts) != len(completions):
+            raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+        rows = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
+        if not rows:
+            return []
+        per_call = self.max_batch or len(rows)
+        out: list[list[float]] = []
+        for start in range(0, len(rows), per_call):
+            chunk = rows[start : start + per_call]
+            body = {**self._body(chunk, 1, temperature, 1), "prompt_logprobs": 0, "logprobs": None}
+            answer = self._post(f"{self.base_url}/completions", body)
+            try:
+                choices = sorted(answer["choices"], key=lambda choice: int(choice["index"]))
+                if len(choices) != len(chunk):
+                    raise ValueError(f"expected {len(chunk)} choices, got {len(choices)}")
+                for offset, choice in enumerate(choices):
+                    index = start + offset
+                    out.append(
+                        _prompt_logprobs(
+                            choice["prompt_logprobs"], rows[index], len(prompts[index])
+                        )
+                    )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise SetupError(
+                    self.field,
+                    f"the prompt_logprobs answer of {self.base_url} cannot be read ({exc!r})",
+                    "use a vLLM-compatible server that takes prompt_logprobs",
+                ) from None
+        return out
+
     def load_weights(self, weights_dir: Path) -> None:
         """Ask the server to load `weights_dir` (with `reload_path`), else nothing: the server
         is then expected to watch the weights directory itself."""
         if self.reload_path is None:
+            return
+        if self.reload_path.rstrip("/").endswith(RPC_PATH):  # vLLM + trainspec's extension
+            body = {"method": RPC_METHOD, "args": [str(weights_dir)]}
+            self._post(self._reload_url(), body, reload=True)
+            root = self._reload_url().rstrip("/").removesuffix(RPC_PATH)
+            self._post(f"{root}/reset_prefix_cache", {}, reload=True)  # cached KV is stale
             return
         self._post(self._reload_url(), {self.reload_field: str(weights_dir)}, reload=True)
 
@@ -142,7 +191,7 @@ class OpenAISampler:
             return [self._completion(choice) for choice in choices]
         except (KeyError, TypeError, ValueError) as exc:
             raise SetupError(
-                FIELD,
+                self.field,
                 f"the completions answer of {self.base_url} cannot be read ({exc!r})",
                 "use a vLLM-compatible server: token-id prompts, logprobs and "
                 "return_tokens_as_token_ids",
@@ -167,21 +216,23 @@ class OpenAISampler:
         An HTTP error answer to a reload is reported on `reload_path`."""
         import httpx
 
-        error = SetupError(FIELD, f"no request was sent to {url}", START_FIX)
+        error = SetupError(self.field, f"no request was sent to {url}", START_FIX)
         for attempt in range(self.retries + 1):
             try:
                 response = self._client.post(url, json=body)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
                 reason = str(exc) or type(exc).__name__
-                error = SetupError(FIELD, f"cannot reach {url}: {reason}", START_FIX)
+                error = SetupError(self.field, f"cannot reach {url}: {reason}", START_FIX)
             except httpx.TimeoutException:
                 raise SetupError(
-                    FIELD,
+                    self.field,
                     f"{url} did not answer within {self.timeout_s:g} s",
                     "raise the sampler timeout, or check that the server is not stuck",
                 ) from None
             except httpx.HTTPError as exc:
-                raise SetupError(FIELD, f"request to {url} failed: {exc!r}", START_FIX) from None
+                raise SetupError(
+                    self.field, f"request to {url} failed: {exc!r}", START_FIX
+                ) from None
             else:
                 if response.status_code not in RETRY_STATUS:
                     return self._json(url, response, reload)
@@ -201,7 +252,7 @@ class OpenAISampler:
             answer = None
         if not isinstance(answer, dict):
             raise SetupError(
-                FIELD,
+                self.field,
                 f"{url} answered something that is not a JSON object: {response.text[:200]!r}",
                 "check that the URL is an OpenAI-compatible server's /v1 root",
             )
@@ -221,7 +272,19 @@ class OpenAISampler:
             401: "give the server's API key",
             403: "give the server's API key",
         }.get(response.status_code, START_FIX)
-        return SetupError(FIELD, problem, fix)
+        return SetupError(self.field, problem, fix)
+
+
+def _prompt_logprobs(entries: list, ids: list[int], prompt_len: int) -> list[float]:
+    """The log-probability of each id after `prompt_len` from vLLM's prompt_logprobs: one entry
+    per prompt position (None first), each a dict keyed by token id."""
+    if len(entries) != len(ids):
+        raise ValueError(f"{len(entries)} prompt_logprobs entries for {len(ids)} tokens")
+    out = []
+    for position in range(prompt_len, len(ids)):
+        entry = entries[position][str(ids[position])]
+        out.append(float(entry["logprob"] if isinstance(entry, dict) else entry))
+    return out
 
 
 def _token_id(token: str) -> int:

@@ -24,8 +24,9 @@ from typing import Any
 from trainspec.validators.orchestrator import source_name
 
 from ..errors import SetupError, SetupErrors, raise_all
-from .algorithms import AdvantageFn, from_config
 from .data_task import DataTask
+from .learners import Hinted, Learner, build_learner
+from .prompts import prompt_renderer
 from .task import PromptStream, Task
 
 PREFIX = "orchestrator."
@@ -49,7 +50,7 @@ class TrainSource:
     task: PromptStream
     ratio: float
     group_size: int
-    advantages: AdvantageFn
+    learner: Learner
     sampling: TrainSampling
 
 
@@ -105,11 +106,32 @@ def _not_served(source, path: str, errors: list[SetupError]) -> None:
         )
 
 
+@dataclass
+class LearnerContext:
+    """What building a source's learner needs besides its algo table."""
+
+    tokenizer: Any
+    stop_id: int | None
+    render: Callable
+    max_batch: int | None
+
+    def renderer_for(self, renderer_cfg) -> Callable:
+        """opsd's renderer: the orchestrator's prompt renderer when "auto", else its own."""
+        if renderer_cfg.name == "auto":
+            return self.render
+        return prompt_renderer(renderer_cfg, self.tokenizer)[0]
+
+
 def train_sources(
-    config, tokenizer, render: Callable | None = None, *, local: bool = True
+    config, tokenizer, render: Callable | None = None, *, local: bool = True, stop_id=None
 ) -> list[TrainSource]:
-    """The train sources; `local`: the in-process sampler, which sends no request extras."""
+    """The train sources; `local`: the in-process sampler, which sends no request extras.
+    Frozen models (opd's teacher, sft's sampling source) must be up: this waits for them."""
     errors: list[SetupError] = []
+    if render is None or stop_id is None:
+        default_render, default_stop = prompt_renderer(config.renderer, tokenizer)
+        render, stop_id = render or default_render, default_stop if stop_id is None else stop_id
+    context = LearnerContext(tokenizer, stop_id, render, config.concurrency.max_inflight)
     built: list[TrainSource] = []
     group_sampling = config.train.sampling
     if not config.train.source:
@@ -146,10 +168,15 @@ def train_sources(
             )
         own = source.algo is not None
         algo = source.algo if own else config.algo
-        advantages = _collect(errors, from_config, algo, f"{path}.algo" if own else PREFIX + "algo")
         task = _collect(errors, _task, source, path, tokenizer, seed=config.seed, role="train",
                         render=render)  # fmt: skip
-        if advantages is None or task is None:
+        if task is None:
+            continue
+        algo_path = f"{path}.algo" if own else PREFIX + "algo"
+        learner = _collect(errors, build_learner, algo, algo_path, name, context)
+        if isinstance(learner, Hinted):  # every row needs its demonstration: check the first
+            _collect(errors, learner.demonstration, task.at(0))
+        if learner is None:
             continue
         built.append(
             TrainSource(
@@ -157,7 +184,7 @@ def train_sources(
                 task,
                 source.ratio,
                 source.group_size or config.group_size,
-                advantages,
+                learner,
                 sampling,
             )
         )

@@ -108,4 +108,12 @@ def check_support(config) -> None:
             if config.eval.sampling.extra_body:
                 refuse("eval.sampling.extra_body", f"is set: {LOCAL_ONLY}")
     errors.extend(renderer_refusals(config.renderer, PREFIX, "orchestrator"))
+    algos = [("algo.", config.algo)] + [
+        (f"train.source[{i}].algo.", source.algo)
+        for i, source in enumerate(config.train.source)
+        if source.algo is not None
+    ]
+    for at, algo in algos:  # opsd renders its hint with a renderer of its own
+        if algo.type == "opsd":
+            errors.extend(renderer_refusals(algo.renderer, PREFIX + at, "orchestrator"))
     raise_all(errors)

@@ -43,6 +43,7 @@ class Prompt:
     ids: list[int]
     answer: str
     row: dict[str, Any] = field(default_factory=dict)  # the row's other columns (rewards)
+    messages: list[dict] = field(default_factory=list)  # what `ids` renders (opsd re-renders)
 
 
 class PromptStream:
@@ -204,7 +205,9 @@ class Task(PromptStream):
 
     def _prompt(self, index: int) -> Prompt:
         messages = self.rows[index]["messages"]
-        return Prompt(self.render(messages[:-1]), messages[-1]["content"])
+        return Prompt(
+            self.render(messages[:-1]), messages[-1]["content"], messages=list(messages[:-1])
+        )
 
     def exact(self, text: str, prompt: Prompt) -> bool | None:
         """Whether `text` is the reference answer (held-out exact match)."""

@@ -1,7 +1,11 @@
 """What travels from the orchestrator to the trainer: one rank's share of one step.
 
 A `Sample` is one sampled completion: its prompt and completion token ids, the sampler's
-log-probability of every completion token, and the sample's advantage. The orchestrator packs a
+log-probability of every completion token, and the sample's advantage: one number for the
+whole completion (grpo and the other reward-based algorithms) or one per token (distillation:
+opd, opsd). A completion token with a cross-entropy weight (`ce_weights`, sft distillation) is
+learned by imitation instead: the trainer adds weight x -log p for it and leaves it out of the
+policy loss. The orchestrator packs a
 step's samples into rows of `seq_len` tokens and the rows into micro-batches (`pack_samples`);
 the trainer runs one forward/backward per micro-batch.
 
@@ -33,6 +37,16 @@ class Sample:
     completion_logprobs: list[float]
     advantage: float
     reward: float = 0.0
+    token_advantages: list[float] | None = None  # per completion token; replaces `advantage`
+    ce_weights: list[float] | None = None  # per completion token; > 0: learned by imitation
+
+    def __post_init__(self) -> None:
+        for name in ("token_advantages", "ce_weights"):
+            values = getattr(self, name)
+            if values is not None and len(values) != len(self.completion_ids):
+                raise ValueError(
+                    f"{name} has {len(values)} entries for {len(self.completion_ids)} tokens"
+                )
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.completion_ids)
@@ -48,6 +62,7 @@ class RLMicroBatch:
     loss_mask: torch.Tensor  # bool
     advantages: torch.Tensor  # float32
     inference_logprobs: torch.Tensor  # float32
+    ce_weights: torch.Tensor | None = None  # float32; > 0: a cross-entropy token (None: zeros)
 
     FIELDS = (
         "input_ids",
@@ -56,7 +71,18 @@ class RLMicroBatch:
         "loss_mask",
         "advantages",
         "inference_logprobs",
+        "ce_weights",
     )
+
+    def __post_init__(self) -> None:
+        if self.ce_weights is None:
+            self.ce_weights = torch.zeros_like(self.advantages)
+
+    @property
+    def policy_mask(self) -> torch.Tensor:
+        """The loss tokens of the policy loss: those without a cross-entropy weight."""
+        assert self.ce_weights is not None
+        return self.loss_mask & (self.ce_weights == 0)
 
     @property
     def num_loss_tokens(self) -> int:
@@ -101,13 +127,25 @@ def encode(batch: RolloutBatch) -> bytes:
     return save_tensors(tensors)
 
 
+def _micro_batch(tensors: dict[str, torch.Tensor], prefix: str) -> RLMicroBatch:
+    def get(name: str) -> torch.Tensor:
+        return tensors[prefix + name]
+
+    return RLMicroBatch(
+        get("input_ids"),
+        get("position_ids"),
+        get("targets"),
+        get("loss_mask"),
+        get("advantages"),
+        get("inference_logprobs"),
+        tensors.get(prefix + "ce_weights"),  # None (zeros) from a sender without it
+    )
+
+
 def decode(blob: bytes) -> RolloutBatch:
     tensors = load_tensors(blob)
     count = len({key.split(".", 1)[0] for key in tensors if key.startswith("mb")})
-    micro_batches = [
-        RLMicroBatch(*(tensors[f"mb{index}.{name}"] for name in RLMicroBatch.FIELDS))
-        for index in range(count)
-    ]
+    micro_batches = [_micro_batch(tensors, f"mb{index}.") for index in range(count)]
     return RolloutBatch(
         step=int(tensors["step"][0]),
         policy_step=int(tensors["policy_step"][0]),
@@ -138,6 +176,7 @@ def _row_tensors(row: Sequence[Sample], seq_len: int, pad_id: int) -> list[torch
     loss_mask = torch.zeros(seq_len, dtype=torch.bool)
     advantages = torch.zeros(seq_len, dtype=torch.float32)
     logprobs = torch.zeros(seq_len, dtype=torch.float32)
+    ce_weights = torch.zeros(seq_len, dtype=torch.float32)
     start = 0
     for sample in row:
         ids = (sample.prompt_ids + sample.completion_ids)[:seq_len]
@@ -150,10 +189,15 @@ def _row_tensors(row: Sequence[Sample], seq_len: int, pad_id: int) -> list[torch
         if last > first:
             kept = last - first
             loss_mask[first:last] = True
-            advantages[first:last] = sample.advantage
+            if sample.token_advantages is not None:
+                advantages[first:last] = torch.tensor(sample.token_advantages[:kept])
+            else:
+                advantages[first:last] = sample.advantage
             logprobs[first:last] = torch.tensor(sample.completion_logprobs[:kept])
+            if sample.ce_weights is not None:
+                ce_weights[first:last] = torch.tensor(sample.ce_weights[:kept])
         start += n
-    return [input_ids, position_ids, targets, loss_mask, advantages, logprobs]
+    return [input_ids, position_ids, targets, loss_mask, advantages, logprobs, ce_weights]
 
 
 def pack_samples(

@@ -28,11 +28,19 @@ from .token_export import TokenExport, describe_first_sample
 log = logging.getLogger("trainspec.rl")
 
 
+def imitation_loss(logprobs: torch.Tensor, mb) -> torch.Tensor:
+    """Sum of weight x -log p over the tokens with a cross-entropy weight (sft distillation)."""
+    weights = mb.ce_weights.reshape(-1) * mb.loss_mask.reshape(-1)
+    return -(weights * logprobs.reshape(-1)).sum()
+
+
 def run_step(parts: Parts, batch: RolloutBatch, loss_fn) -> dict[str, float]:
     """Forward and backward over this rank's micro-batches.
 
-    Every micro-batch's loss is a sum over its tokens, divided by the loss tokens of the whole
-    step on every rank: any split into micro-batches and processes gives the same gradient.
+    A token with a cross-entropy weight is learned by imitation (`imitation_loss`), every other
+    loss token by the policy loss. Every micro-batch's loss is a sum over its tokens, divided
+    by the loss tokens of the whole step on every rank: any split into micro-batches and
+    processes gives the same gradient.
     """
     world = parts.world
     loss_tokens = all_reduce_sum(float(batch.num_loss_tokens), world)
@@ -57,11 +65,13 @@ def run_step(parts: Parts, batch: RolloutBatch, loss_fn) -> dict[str, float]:
                 trainer_logprobs=logprobs,
                 inference_logprobs=mb.inference_logprobs.reshape(-1),
                 advantages=mb.advantages.reshape(-1),
-                loss_mask=mb.loss_mask.reshape(-1),
+                loss_mask=mb.policy_mask.reshape(-1),
             )
         )
-        (out.loss * world.world_size / divisor).backward()
-        add("loss", out.loss)
+        imitation = imitation_loss(logprobs, mb)
+        ((out.loss + imitation) * world.world_size / divisor).backward()
+        add("loss", out.loss + imitation)
+        add("ce_loss", imitation)
         for key, value in out.metrics.items():  # token-weighted means over the step
             add(key, torch.as_tensor(value).double() * mb.num_loss_tokens)
     keys = sorted(totals)

@@ -32,8 +32,9 @@ from ..errors import SetupError, SetupErrors
 from ..process.signals import SignalFlag
 from ..rl.broadcast import BROADCAST_DIR
 from ..run.lock import INHERITED, lock_run_dir
+from .inference import RELOAD_PATH, InferencePlan, InferenceServer, vllm_plan
 from .summary import summarize
-from .support import check_launch, say_inference
+from .support import check_launch, say_inference, serves_inference
 
 POLL_S = 0.2
 FINAL_EVAL_S = 600.0  # how long the orchestrator may take after the trainer's last step
@@ -87,9 +88,64 @@ def _exit_text(code: int) -> str:
     return f"failed with exit code {code} (its message is above)"
 
 
-def supervise(trainer: subprocess.Popen, orchestrator: subprocess.Popen, stop: SignalFlag) -> int:
+def served(config, plan: InferencePlan):
+    """The config with the orchestrator sampling from the server `rl` starts, and the trainer
+    on the GPUs after the server's."""
+    sampler = config.orchestrator.sampler
+    if sampler.type != "local":
+        raise SetupError(
+            "orchestrator.sampler.type",
+            f"= {sampler.type!r}: with [inference] rl starts the server the orchestrator "
+            "samples from",
+            "drop [orchestrator.sampler], or drop [inference] to use your own server",
+        )
+    from trainspec.generated.orchestrator import OpenAISamplerConfig
+
+    openai = OpenAISamplerConfig(
+        type="openai", base_url=plan.base_url, model=plan.served_name, reload_path=RELOAD_PATH
+    )
+    orchestrator = config.orchestrator.model_copy(update={"sampler": openai})
+    return config.model_copy(update={"orchestrator": orchestrator})
+
+
+def trainer_gpus(config, visible: int) -> dict[str, str]:
+    """CUDA_VISIBLE_DEVICES of the trainer when the server holds the first GPUs; on a machine
+    with fewer GPUs than both ask for, the trainer shares the server's first ones."""
+    first, count = config.deployment.num_infer_gpus, config.deployment.num_train_gpus
+    if first + count > visible:
+        say(
+            f"{visible} GPU(s) for {first} inference + {count} trainer GPU(s): the trainer "
+            "shares GPU(s) with the server (keep inference.vllm.gpu_memory_utilization low)"
+        )
+        first = 0
+    return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(first, first + count)))}
+
+
+def visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def supervise(
+    trainer: subprocess.Popen,
+    orchestrator: subprocess.Popen,
+    stop: SignalFlag,
+    server: InferenceServer | None = None,
+) -> int:
     forwarded = False
     while True:
+        server_code = server.poll() if server is not None else None
+        if server is not None and server_code is not None and not forwarded:
+            say(
+                f"the vLLM server exited with code {server_code} (its log: "
+                f"{server.plan.log_path}); stopping the trainer, which saves a checkpoint first"
+            )
+            _stop(orchestrator)
+            _stop(trainer)
+            if _wait(trainer, STOP_GRACE_S) is None:
+                _stop(trainer, signal.SIGKILL)
+            return 1
         if stop() and not forwarded:
             say("stopping: the trainer finishes its step and saves, the orchestrator stops")
             _stop(trainer)
@@ -124,13 +180,32 @@ def launch(config) -> int:
     try:  # the trainer's lock, held for it (lock.INHERITED); the orchestrator takes its own
         check_launch(config)
         model_source(config.trainer.model.name, "model.name")  # both sides would refuse it
+        plan = vllm_plan(config, run_dir) if serves_inference(config) else None
+        if plan is not None:
+            config = served(config, plan)
         if config.dry_run:
-            return dry_run(config, run_dir)
+            return dry_run(config, run_dir, plan)
         lock_run_dir(run_dir, "rl", setting="output_dir")
     except (SetupError, SetupErrors) as err:
         sys.stderr.write(f"rl: cannot start\n{err.render()}\n")
         return 1
     say_inference(config)
+    server = None
+    if plan is not None:
+        for note in plan.notes:
+            say(f"[inference]: {note}")
+        say(f"starting vLLM on GPU(s) {plan.env['CUDA_VISIBLE_DEVICES']}: {plan.log_path}")
+        try:
+            server = InferenceServer(plan).start()
+            timeout = config.orchestrator.model.client.wait_for_ready_timeout
+            if not server.wait_ready(timeout, lambda: False):
+                return 1
+        except SetupError as err:
+            if server is not None:
+                server.stop()
+            sys.stderr.write(f"rl: cannot start\n{err.render()}\n")
+            return 1
+        say(f"vLLM serves {plan.served_name!r} at {plan.base_url}")
     os.environ.update(config.env_vars)  # both children inherit them; their own env_vars win
     os.environ[INHERITED] = str(run_dir.resolve())
     if config.clean:  # batches and weights of an earlier run must not be taken for this one's
@@ -143,13 +218,19 @@ def launch(config) -> int:
         start_new_session=True,
         env={**os.environ, "TRAINSPEC_RL_SIDE": "orchestrator"},
     )
-    trainer = subprocess.Popen(trainer_command(config, paths["trainer"]), start_new_session=True)
+    trainer = subprocess.Popen(
+        trainer_command(config, paths["trainer"]),
+        start_new_session=True,
+        env={**os.environ, **(trainer_gpus(config, visible_gpus()) if server is not None else {})},
+    )
     try:
-        code = supervise(trainer, orchestrator, stop)
+        code = supervise(trainer, orchestrator, stop, server)
     finally:
         for process in (trainer, orchestrator):
             if process.poll() is None:
                 process.kill()
+        if server is not None:
+            server.stop()
     if code == 0:  # a failure was said above; its figures would read as a result
         print(summarize(run_dir, stopped=stop()), flush=True)
     return code
@@ -166,9 +247,9 @@ def write_configs(config, run_dir: Path) -> dict[str, Path]:
     return paths
 
 
-def dry_run(config, run_dir: Path) -> int:
+def dry_run(config, run_dir: Path, server: InferencePlan | None = None) -> int:
     """Write both configs and what `rl` would start (rl-launch.json: the commands and the
-    environment it adds), then stop."""
+    environment it adds; with [inference] on a GPU the vLLM server's too), then stop."""
     say_inference(config)
     paths = write_configs(config, run_dir)
     plan = {
@@ -179,6 +260,13 @@ def dry_run(config, run_dir: Path) -> int:
         if config.clean
         else [],
     }
+    if server is not None:
+        plan["inference"] = {
+            "command": server.argv,
+            "env": server.env,
+            "log": str(server.log_path),
+            "base_url": server.base_url,
+        }
     (run_dir / "rl-launch.json").write_text(json.dumps(plan, indent=2) + "\n")
     say(f"dry run: wrote {paths['trainer'].name}, {paths['orchestrator'].name} and rl-launch.json")
     say(f"in {run_dir}; started nothing")

@@ -1,15 +1,14 @@
 """What `rl` refuses at start, and what it says it does instead, for the top-level tables of
 the combined config that this build does not run: `[slurm]` and multi-node deployments (the
-SLURM launcher, issue 21), the Prime monitor, and `[inference]` (starting vLLM).
+SLURM launcher, issue 21), the Prime monitor, and `[inference]` on a machine without a GPU.
 
     check_launch(config)     # SetupErrors naming each field, or nothing
     say_inference(config)    # a bare [inference] without a GPU: sampled in process instead
 
-Without a GPU, a bare `[inference]` (as the reference's configs write it) runs with the
-orchestrator's in-process sampler, and `rl` says so; any setting inside it tunes a vLLM server
-this machine cannot start, so it is refused naming the setting. With a GPU, `[inference]` is
-refused: this build does not start vLLM yet (run a server yourself and point
-[orchestrator.sampler] at it).
+With a GPU, `[inference]` starts a vLLM server (inference.py). Without one, a bare
+`[inference]` (as the reference's configs write it) runs with the orchestrator's in-process
+sampler, and `rl` says so; any setting inside it tunes a vLLM server this machine cannot
+start, so it is refused naming the setting.
 """
 
 from __future__ import annotations
@@ -61,31 +60,27 @@ def check_launch(config) -> None:
                 "drop [monitors.prime]; [monitors.wandb] and the metrics files work",
             )
         )
-    if config.inference is not None:
-        if _has_gpu():
-            errors.append(
-                SetupError(
-                    "inference",
-                    "is set: this build does not start vLLM yet",
-                    "drop [inference] to sample in process, or start vLLM yourself and set "
-                    '[orchestrator.sampler] type = "openai" with its base_url',
-                )
+    written = _set_paths(config.inference, "inference") if config.inference is not None else []
+    if written and not _has_gpu():
+        errors.append(
+            SetupError(
+                "inference",
+                f"sets {', '.join(written)}, which tune the vLLM server [inference] starts; "
+                "it needs a GPU and this machine has none, so the orchestrator samples in "
+                "process",
+                "drop those settings (a bare [inference] runs here), or run on a GPU machine",
             )
-        elif written := _set_paths(config.inference, "inference"):
-            errors.append(
-                SetupError(
-                    "inference",
-                    f"sets {', '.join(written)}, which tune the vLLM server [inference] starts; "
-                    "it needs a GPU and this machine has none, so the orchestrator samples in "
-                    "process",
-                    "drop those settings (a bare [inference] runs here), or run on a GPU machine",
-                )
-            )
+        )
     raise_all(errors)
 
 
+def serves_inference(config) -> bool:
+    """Whether `rl` starts the vLLM server of [inference] (on a GPU machine)."""
+    return config.inference is not None and _has_gpu()
+
+
 def say_inference(config) -> None:
-    if config.inference is None:
+    if config.inference is None or _has_gpu():
         return
     gpus = config.deployment.num_infer_gpus
     sys.stderr.write(

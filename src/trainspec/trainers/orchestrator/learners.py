@@ -1,0 +1,217 @@
+"""What each `algo` learns from a scored group, as one `Signal` per completion (algorithms.py):
+
+    learner = build_learner(algo, "orchestrator.algo", source_name, render, tokenizer, stop_id)
+    groups = (learner.sampler or policy.sampler).sample(...)     # sft: the frozen model's
+    signals = learner.signals(prompt, group, rewards, policy.sampler, temperature)
+
+* grpo, max_rl, rae, echo: the group's rewards become advantages (`Rewarded`);
+* opd: the teacher endpoint scores each completion; per-token advantage teacher - sampler
+  log-probability (`Taught`);
+* opsd: the live policy is its own teacher, shown the demonstration: `template` filled with the
+  prompt's `demo_key` value (a data column, or the built-in taskset's answer) becomes a system
+  message before the prompt, and the policy scores the completion after that hint (`Hinted`);
+* sft: the completions come from the frozen model of `sampling.source`, and every sampled token
+  is learned with cross-entropy (`Imitated`).
+
+Teachers score at the sampling temperature, as the trainer computes the policy's
+log-probabilities, so the two sides of every log-ratio see the same distribution.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import SetupError
+from .algorithms import (
+    AdvantageFn,
+    Group,
+    Signal,
+    distill_advantages,
+    echo_alphas,
+    echo_ce_weights,
+    from_config,
+)
+from .sampler import Completion, Sampler
+from .task import Prompt
+
+log = logging.getLogger("trainspec.orchestrator")
+
+
+class Learner(Protocol):
+    sampler: Sampler | None  # where the rollouts come from when it is not the policy
+
+    def signals(
+        self,
+        prompt: Prompt,
+        group: list[Completion],
+        rewards: list[float],
+        policy: Sampler,
+        temperature: float,
+    ) -> list[Signal]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Rewarded:
+    """grpo, max_rl, rae and echo: advantages from the group's rewards."""
+
+    advantages: AdvantageFn
+    source_name: str
+    echo: dict[str, float] | None = None  # echo's role -> alpha
+    sampler: Sampler | None = None
+
+    def signals(self, prompt, group, rewards, policy, temperature) -> list[Signal]:
+        advantages = self.advantages(
+            Group(
+                rewards,
+                output_tokens=[len(c.token_ids) for c in group],
+                input_tokens=[len(prompt.ids)] * len(group),
+                turns=[1] * len(group),
+                keys=[(self.source_name, "agent")] * len(group),
+            )
+        )
+        if self.echo is None:
+            return [Signal(advantage) for advantage in advantages]
+        # a one-turn episode is the model's reply alone: no environment tokens to weigh
+        return [
+            Signal(advantage, ce_weights=echo_ce_weights([("assistant", len(c.token_ids), True)],
+                                                         self.echo))
+            for c, advantage in zip(group, advantages, strict=True)
+        ]  # fmt: skip
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Taught:
+    """opd: a frozen teacher scores the policy's completions."""
+
+    teacher: Sampler
+    sampler: Sampler | None = None
+
+    def signals(self, prompt, group, rewards, policy, temperature) -> list[Signal]:
+        scores = self.teacher.score(
+            [prompt.ids] * len(group), [c.token_ids for c in group], temperature=temperature
+        )
+        return [
+            Signal(token_advantages=distill_advantages(score, c.logprobs))
+            for score, c in zip(scores, group, strict=True)
+        ]
+
+    def close(self) -> None:
+        self.teacher.close()
+
+
+def hint_messages(template: str, demonstration: Any, messages: list[dict]) -> list[dict]:
+    """The prompt's messages after a system message holding the filled template."""
+    hint = template.replace("{demonstration}", str(demonstration))
+    return [{"role": "system", "content": hint}, *messages]
+
+
+@dataclass
+class Hinted:
+    """opsd: the policy, shown the demonstration, scores its own completions."""
+
+    render: Any
+    template: str
+    demo_key: str
+    path: str
+    sampler: Sampler | None = None
+
+    def demonstration(self, prompt: Prompt) -> Any:
+        if self.demo_key in prompt.row:
+            return prompt.row[self.demo_key]
+        if self.demo_key == "answer":
+            return prompt.answer
+        have = ", ".join(sorted({*prompt.row, "answer"}))
+        raise SetupError(
+            f"{self.path}.demo_key",
+            f"= {self.demo_key!r} is not in the source's rows (they have: {have})",
+            "name the column that holds each prompt's demonstration",
+        )
+
+    def signals(self, prompt, group, rewards, policy, temperature) -> list[Signal]:
+        hinted = self.render(
+            hint_messages(self.template, self.demonstration(prompt), prompt.messages)
+        )
+        scores = policy.score(
+            [hinted] * len(group), [c.token_ids for c in group], temperature=temperature
+        )
+        return [
+            Signal(token_advantages=distill_advantages(score, c.logprobs))
+            for score, c in zip(scores, group, strict=True)
+        ]
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Imitated:
+    """sft: the frozen model's completions, learned token by token."""
+
+    sampler: Sampler | None
+
+    def signals(self, prompt, group, rewards, policy, temperature) -> list[Signal]:
+        return [Signal(ce_weights=[1.0] * len(c.token_ids)) for c in group]
+
+    def close(self) -> None:
+        if self.sampler is not None:
+            self.sampler.close()
+
+
+def build_learner(algo, path: str, source_name: str, context) -> Learner:
+    """The learner of one algo table. `context` has tokenizer, stop_id, render, max_batch and
+    renderer_for(renderer_cfg) (a prompt renderer)."""
+    from .frozen import frozen_sampler
+
+    source = algo.sampling.source
+    frozen = source != "policy"
+    if algo.type == "sft":
+        if not frozen:  # the config rule sft_samples_a_frozen_model says so first
+            raise SetupError(
+                f"{path}.sampling.source",
+                '= "policy": sft imitates a frozen model',
+                "set sampling.source = { name = ..., base_url = ... }",
+            )
+        sampler = frozen_sampler(
+            source, f"{path}.sampling.source", context.tokenizer, context.stop_id,
+            max_batch=context.max_batch,
+        )  # fmt: skip
+        return Imitated(sampler)
+    if frozen:
+        raise SetupError(
+            f"{path}.sampling.source",
+            f"is a frozen model; {algo.type} learns from the policy's own completions",
+            'drop it (the source is "policy")',
+        )
+    if algo.type == "opd":
+        teacher = frozen_sampler(
+            algo.teacher, f"{path}.teacher", context.tokenizer, context.stop_id,
+            max_batch=context.max_batch,
+        )  # fmt: skip
+        return Taught(teacher)
+    if algo.type == "opsd":
+        render = context.renderer_for(algo.renderer)
+        return Hinted(render, algo.template, algo.demo_key, path)
+    if algo.type != "echo":
+        return Rewarded(from_config(algo, path), source_name)
+    if algo.filter is not None:
+        raise SetupError(
+            f"{path}.filter",
+            f"= {algo.filter.import_path!r} narrows the environment's tokens of a multi-turn "
+            "episode, and this build's tasksets answer in one turn",
+            "drop it",
+        )
+    alphas = echo_alphas(algo.roles)
+    log.info(
+        "%s: echo learns the environment's messages after the first reply (roles %s); the "
+        "source answers in one turn, so it trains as grpo",
+        source_name,
+        ", ".join(f"{role} {alpha:g}" for role, alpha in alphas.items()),
+    )
+    return Rewarded(from_config(algo, path), source_name, alphas)

@@ -1,0 +1,296 @@
+"""`[inference]` on a GPU machine: the vLLM server `rl` starts before the orchestrator, waits
+for, watches and stops.
+
+    plan = vllm_plan(config, run_dir)          # SetupErrors for what it cannot start
+    server = InferenceServer(plan).start()
+    server.wait_ready(timeout_s, should_stop)  # GET /health until 200, or the reason it failed
+    ...
+    server.stop()
+
+One engine on the first `deployment.num_infer_gpus` GPUs (`CUDA_VISIBLE_DEVICES`; the trainer
+gets the next ones), `vllm serve <model.name>` on `server.port` with the `[inference.vllm]`
+engine settings as flags (other keys in that table pass through as `--key value`), log-probs of
+the processed (temperature-scaled) distribution, and trainspec's worker extension
+(trainers/vllm_worker.py): after each broadcast the orchestrator POSTs
+`{"method": "update_weights_from_path", "args": [<weights dir>]}` to vLLM's `/collective_rpc`
+(dev mode, switched on here) and the engine loads the weights in place, then resets its prefix
+cache. The orchestrator's sampler is pointed at the server (`sampler.type = "openai"`).
+
+The server's output goes to `<run dir>/logs/inference.log`; a server that exits before it is
+ready is reported with the end of that log. What this build does not start (a router in front
+of several engines, KV-cache offload, disaggregated prefill/decode, several nodes, LoRA
+adapters, routed-expert replay) is refused naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import SetupError, raise_all
+
+WORKER_EXTENSION = "trainspec.trainers.vllm_worker.WeightUpdate"
+RELOAD_PATH = "/collective_rpc"
+POLL_S = 1.0
+STOP_S = 30.0
+
+# [inference.vllm] keys and their `vllm serve` flags (booleans: the flag alone when true).
+FLAGS = {
+    "dtype": "--dtype",
+    "max_model_len": "--max-model-len",
+    "chat_template": "--chat-template",
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "data_parallel_size": "--data-parallel-size",
+    "data_parallel_size_local": "--data-parallel-size-local",
+    "data_parallel_rpc_port": "--data-parallel-rpc-port",
+    "api_server_count": "--api-server-count",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "all2all_backend": "--all2all-backend",
+    "enforce_eager": "--enforce-eager",
+    "trust_remote_code": "--trust-remote-code",
+    "rope_scaling": "--rope-scaling",
+    "seed": "--seed",
+    "quantization": "--quantization",
+    "enable_expert_parallel": "--enable-expert-parallel",
+    "enable_eplb": "--enable-eplb",
+    "enable_dbo": "--enable-dbo",
+}
+# The parsers act on chat completions; the orchestrator asks for plain completions.
+PARSERS = ("tool_call_parser", "reasoning_parser")
+NOT_STARTED = {
+    "enable_lora": "the orchestrator samples the trainer's merged weights, not a served adapter",
+    "max_lora_rank": "the orchestrator samples the trainer's merged weights, not a served adapter",
+    "max_loras": "the orchestrator samples the trainer's merged weights, not a served adapter",
+    "max_cpu_loras": "the orchestrator samples the trainer's merged weights, not a served adapter",
+    "lora_target_modules": "the orchestrator samples the trainer's merged weights, not a served "
+    "adapter",
+    "enable_return_routed_experts": "replaying routed experts needs the trainer's router replay, "
+    "which this build refuses",
+}
+
+
+@dataclass
+class InferencePlan:
+    argv: list[str]
+    env: dict[str, str]  # added to the environment `rl` runs in
+    base_url: str  # what the orchestrator's sampler talks to
+    served_name: str
+    log_path: Path
+    notes: list[str] = field(default_factory=list)  # said at start
+
+
+def vllm_binary() -> str:
+    """`vllm` on PATH, else the one beside this Python (its virtual environment's)."""
+    found = shutil.which("vllm")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "vllm"
+    return str(beside) if beside.is_file() else "vllm"
+
+
+def _flag_value(value) -> str:
+    return json.dumps(value) if isinstance(value, dict | list) else str(value)
+
+
+def _engine_flags(vllm, errors: list[SetupError]) -> list[str]:
+    defaults = type(vllm)()
+    flags: list[str] = []
+    for key, flag in FLAGS.items():
+        value = getattr(vllm, key)
+        if value is None or value is False or (value == getattr(defaults, key) and key != "seed"):
+            continue
+        flags += [flag] if value is True else [flag, _flag_value(value)]
+    for key in PARSERS:
+        value = getattr(vllm, key)
+        if value not in (None, "auto"):
+            flags += [f"--{key.replace('_', '-')}", str(value)]
+    if vllm.enable_prefix_caching is not None:
+        flags.append("--enable-prefix-caching" if vllm.enable_prefix_caching else
+                     "--no-enable-prefix-caching")  # fmt: skip
+    for key, why in NOT_STARTED.items():
+        if getattr(vllm, key) != getattr(defaults, key):
+            errors.append(SetupError(f"inference.vllm.{key}", f"is set: {why}", "drop it"))
+    for key, value in (vllm.model_extra or {}).items():  # passed through, as the reference does
+        if value is True:
+            flags.append(f"--{key.replace('_', '-')}")
+        elif value is not False and value is not None:
+            flags += [f"--{key.replace('_', '-')}", _flag_value(value)]
+    return flags
+
+
+def vllm_plan(config, run_dir: Path) -> InferencePlan:
+    """The command, environment and address of the server `[inference]` asks for."""
+    inference = config.inference
+    vllm = inference.vllm
+    errors: list[SetupError] = []
+    notes: list[str] = []
+    model = config.trainer.model.name
+    if "model" in vllm.model_fields_set and vllm.model != model:
+        errors.append(
+            SetupError(
+                "inference.vllm.model",
+                f"= {vllm.model!r}, but the policy is model.name = {model!r}; the server "
+                "samples the policy and takes its new weights after every step",
+                "drop inference.vllm.model (rl serves model.name)",
+            )
+        )
+    if inference.deployment.type != "single_node":
+        errors.append(
+            SetupError(
+                "inference.deployment.type",
+                f"= {inference.deployment.type!r}: this build starts one engine on this node",
+                'use deployment.type = "single_node" (several nodes: issue 21, SLURM)',
+            )
+        )
+    if inference.router is not None and vllm.data_parallel_size > 1:
+        errors.append(
+            SetupError(
+                "inference.router",
+                f"spreads requests over data_parallel_size = {vllm.data_parallel_size} engines "
+                "with a router, which this build does not start",
+                'set inference.router = "None" (vLLM\'s own data parallelism behind one port), '
+                "or data_parallel_size = 1",
+            )
+        )
+    elif inference.router is not None:
+        notes.append("one engine: no router in front of it, the engine listens on server.port")
+    for key, why in (
+        ("kv_cache_offload", "offloading the KV cache to CPU or disk is not wired"),
+        ("use_pd_kv_transfer", "disaggregated prefill/decode is not started by this build"),
+    ):
+        if getattr(inference, key):
+            errors.append(SetupError(f"inference.{key}", f"is set: {why}", "drop it"))
+    if inference.weight_broadcast.type != "filesystem":
+        errors.append(
+            SetupError(
+                "inference.weight_broadcast.type",
+                f"= {inference.weight_broadcast.type!r}: the server loads weight files",
+                'use weight_broadcast.type = "filesystem"',
+            )
+        )
+    if inference.enable_fp32_lm_head or inference.enable_fp32_router_logits:
+        notes.append(
+            "vLLM computes the output layer and router logits in the model's dtype (the "
+            "reference's float32 patch of vLLM is not applied)"
+        )
+    flags = _engine_flags(vllm, errors)
+    raise_all(errors)
+    host = inference.server.host
+    port = inference.server.port
+    served = config.orchestrator.model.name
+    argv = [
+        vllm_binary(), "serve", model,
+        "--served-model-name", served,
+        *(["--host", host] if host else []),
+        "--port", str(port),
+        "--logprobs-mode", "processed_logprobs",
+        "--worker-extension-cls", WORKER_EXTENSION,
+        *flags,
+    ]  # fmt: skip
+    env = {
+        "VLLM_SERVER_DEV_MODE": "1",  # /collective_rpc, the weight-update route
+        "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
+        "VLLM_LOGGING_LEVEL": inference.log.level.upper(),
+        "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(config.deployment.num_infer_gpus))),
+        **({"VLLM_USE_DEEP_GEMM": "1", "VLLM_MOE_USE_DEEP_GEMM": "1"}
+           if inference.use_deep_gemm else {}),
+        **dict(inference.env_vars),
+    }  # fmt: skip
+    client_host = host if host not in (None, "0.0.0.0", "::") else "127.0.0.1"
+    return InferencePlan(
+        argv, env, f"http://{client_host}:{port}/v1", served, run_dir / "logs" / "inference.log",
+        notes,
+    )  # fmt: skip
+
+
+class InferenceServer:
+    def __init__(self, plan: InferencePlan) -> None:
+        self.plan = plan
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> InferenceServer:
+        self.plan.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.plan.log_path.open("ab")
+        try:
+            self.process = subprocess.Popen(
+                self.plan.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.plan.env},
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise SetupError(
+                "inference",
+                f"cannot start {self.plan.argv[0]!r}: {exc.strerror or exc}",
+                "install vLLM in this environment (pip install vllm), or drop [inference] and "
+                "point [orchestrator.sampler] at a server you start",
+            ) from None
+        finally:
+            log.close()
+        return self
+
+    def poll(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.plan.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait_ready(self, timeout_s: float, should_stop: Callable[[], bool]) -> bool:
+        """Poll GET /health every second until it answers 200 (True), the run is stopped
+        (False), the server exits or the time is up (SetupError, with the log's last lines)."""
+        import httpx
+
+        url = self.plan.base_url.removesuffix("/v1") + "/health"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            code = self.poll()
+            if code is not None:
+                raise SetupError(
+                    "inference",
+                    f"the vLLM server exited with code {code} before it was ready; the end of "
+                    f"{self.plan.log_path}:\n{self.log_tail()}",
+                    "fix what its log says (a model vLLM cannot load, too little GPU memory: "
+                    "inference.vllm.gpu_memory_utilization, max_model_len)",
+                )
+            try:
+                if httpx.get(url, timeout=5).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            if should_stop():
+                return False
+            if time.monotonic() > deadline:
+                raise SetupError(
+                    "orchestrator.model.client.wait_for_ready_timeout",
+                    f"the vLLM server at {url} was not ready after {timeout_s:g} s; the end of "
+                    f"{self.plan.log_path}:\n{self.log_tail()}",
+                    "raise wait_for_ready_timeout for a large model, or see the log",
+                )
+            time.sleep(POLL_S)
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group, SIGKILL after STOP_S."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.process.wait(timeout=STOP_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()

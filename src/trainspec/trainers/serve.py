@@ -1,0 +1,273 @@
+"""A small OpenAI-compatible server for a local model: the frozen teacher of opd, the frozen
+sampler of sft distillation, or any endpoint a run needs when no vLLM is at hand (CPU).
+
+    python -m trainspec.trainers.serve outputs/demo-sft/weights --name teacher --port 8001
+
+It speaks the part of vLLM's API the orchestrator uses, with the same shapes:
+
+* `GET /health`, `GET /v1/models`;
+* `POST /v1/completions` with token-id (or text) prompts, `n`, `temperature` (0 = greedy),
+  `max_tokens`, `seed`, `stop_token_ids`, `logprobs`, `return_tokens_as_token_ids` and
+  `prompt_logprobs` (each prompt token's log-probability, what distillation scores with);
+* `POST /update_weights` with `{"path": <weights dir>}` (the sampler's `reload_path`), and the
+  two routes `rl` uses on the vLLM server it starts: `POST /collective_rpc` with
+  `{"method": "update_weights_from_path", "args": [<weights dir>]}` and
+  `POST /reset_prefix_cache` (nothing is cached here).
+
+Sampling is the plain distribution at the temperature: a request that asks for top-k, top-p,
+min-p or a repetition penalty is answered 400 rather than sampled differently. Generation runs
+one request at a time (transformers' `generate` in this process, LocalSampler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from .errors import SetupError
+
+NEUTRAL = {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _prompts(body: dict[str, Any], tokenizer) -> list[list[int]]:
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        prompt = [prompt]
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        prompt = [prompt]
+    if not isinstance(prompt, list) or not prompt:
+        raise RequestError(400, "prompt must be a string, token ids, or a list of either")
+    out = []
+    for item in prompt:
+        if isinstance(item, str):
+            item = tokenizer(item, add_special_tokens=False)["input_ids"]
+        if not isinstance(item, list) or not item or not all(isinstance(t, int) for t in item):
+            raise RequestError(400, f"prompt {item!r} is not a non-empty list of token ids")
+        out.append(item)
+    return out
+
+
+def _number(body: dict[str, Any], key: str, default, kind=float):
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RequestError(400, f"{key} must be a number, got {value!r}")
+    return kind(value)
+
+
+class ModelServer:
+    """Serves `sampler` (a LocalSampler) under `name` at http://host:port/v1."""
+
+    def __init__(self, sampler, name: str, host: str = "127.0.0.1", port: int = 8000) -> None:
+        self.sampler = sampler
+        self.name = name
+        self._lock = threading.Lock()  # one generate at a time: the model is not re-entrant
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/health":
+                    self._send(200, {})
+                elif self.path == "/v1/models":
+                    model = {"id": server.name, "object": "model", "owned_by": "trainspec"}
+                    self._send(200, {"object": "list", "data": [model]})
+                else:
+                    self._send(404, {"error": {"message": f"no route GET {self.path}"}})
+
+            def do_POST(self) -> None:
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                    if not isinstance(body, dict):
+                        raise RequestError(400, "the body must be a JSON object")
+                    if self.path == "/v1/completions":
+                        self._send(200, server.complete(body))
+                    elif self.path == "/update_weights":
+                        self._send(200, server.update_weights(body))
+                    elif self.path == "/collective_rpc":
+                        self._send(200, server.collective_rpc(body))
+                    elif self.path == "/reset_prefix_cache":
+                        self._send(200, {})
+                    else:
+                        raise RequestError(404, f"no route POST {self.path}")
+                except RequestError as exc:
+                    self._send(exc.status, {"error": {"message": str(exc)}})
+                except json.JSONDecodeError as exc:
+                    self._send(400, {"error": {"message": f"the body is not JSON: {exc}"}})
+                except (SetupError, ValueError) as exc:
+                    self._send(400, {"error": {"message": str(exc)}})
+
+            def _send(self, status: int, answer: dict) -> None:
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args) -> None:  # quiet: the orchestrator logs what matters
+                pass
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.port = self.httpd.server_address[1]
+        self.base_url = f"http://{host}:{self.port}/v1"
+
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("model", self.name) != self.name:
+            raise RequestError(
+                404, f"model {body.get('model')!r} is not served; this is {self.name!r}"
+            )
+        for key, neutral in NEUTRAL.items():
+            if body.get(key, neutral) not in (neutral, None):
+                raise RequestError(
+                    400, f"{key} = {body[key]!r}: this server samples the plain distribution only"
+                )
+        prompts = _prompts(body, self.sampler.tokenizer)
+        n = _number(body, "n", 1, int)
+        temperature = _number(body, "temperature", 1.0)
+        max_tokens = _number(body, "max_tokens", 16, int)
+        seed = _number(body, "seed", 0, int)
+        if n < 1 or max_tokens < 1 or temperature < 0:
+            raise RequestError(400, "n and max_tokens must be >= 1 and temperature >= 0")
+        stops = body.get("stop_token_ids") or [self.sampler.stop_id]
+        as_ids = bool(body.get("return_tokens_as_token_ids"))
+        with self._lock:
+            saved, self.sampler.stop_id = self.sampler.stop_id, int(stops[0])
+            try:
+                if temperature == 0:
+                    groups = [[c] for c in self.sampler.greedy(prompts, max_tokens=max_tokens)]
+                    groups = [group * n for group in groups]
+                else:
+                    groups = self.sampler.sample(
+                        prompts, n, temperature=temperature, max_tokens=max_tokens, seed=seed
+                    )
+                scored = None
+                if body.get("prompt_logprobs") is not None:
+                    scored = self.sampler.score(
+                        [p[:1] for p in prompts], [p[1:] for p in prompts],
+                        temperature=temperature or 1.0,
+                    )  # fmt: skip
+            finally:
+                self.sampler.stop_id = saved
+        choices = []
+        for index, group in enumerate(groups):
+            for j, completion in enumerate(group):
+                choice: dict[str, Any] = {
+                    "index": index * n + j,
+                    "text": completion.text,
+                    "token_ids": completion.token_ids,
+                    "finish_reason": "stop" if completion.finished else "length",
+                }
+                if body.get("logprobs") is not None:
+                    tokens = [
+                        f"token_id:{t}" if as_ids else self.sampler.tokenizer.decode([t])
+                        for t in completion.token_ids
+                    ]
+                    choice["logprobs"] = {"tokens": tokens, "token_logprobs": completion.logprobs}
+                if scored is not None:
+                    ids = prompts[index]
+                    entries = [
+                        {str(t): {"logprob": v}}
+                        for t, v in zip(ids[1:], scored[index], strict=True)
+                    ]
+                    choice["prompt_logprobs"] = [None, *entries]
+                choices.append(choice)
+        return {"object": "text_completion", "model": self.name, "choices": choices}
+
+    def update_weights(self, body: dict[str, Any]) -> dict[str, Any]:
+        path = body.get("path")
+        if not isinstance(path, str):
+            raise RequestError(400, 'send {"path": <weights dir>}')
+        with self._lock:
+            self.sampler.load_weights(Path(path))
+        return {"status": "ok", "path": path}
+
+    def collective_rpc(self, body: dict[str, Any]) -> dict[str, Any]:
+        """vLLM's worker RPC route, for the one method trainspec's worker extension has."""
+        args = body.get("args")
+        if body.get("method") != "update_weights_from_path":
+            raise RequestError(400, f"no worker method {body.get('method')!r}")
+        if not isinstance(args, list) or len(args) != 1:
+            raise RequestError(400, 'send {"args": [<weights dir>]}')
+        self.update_weights({"path": args[0]})
+        return {"results": [None]}
+
+    def start(self) -> ModelServer:
+        """Serve in a background thread (tests, or a server inside another process)."""
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def load(model: str, device: str = "auto", max_batch: int | None = None):
+    """A LocalSampler of the model at `model` (a weights directory or a cached hub id)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .orchestrator.sampler import LocalSampler
+    from .tasks import _stop_id
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model)
+        lm = AutoModelForCausalLM.from_pretrained(model, dtype="auto")
+    except (OSError, ValueError) as exc:  # not there, not a model, or an invalid hub id
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SetupError(
+            "model", f"{model!r} cannot be loaded: {reason}", "name a weights directory (HF layout)"
+        ) from None
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    lm.to(device).eval()  # type: ignore[arg-type]  # typeshed's wraps() loses `self`
+    return LocalSampler(
+        lm, tokenizer, _stop_id(tokenizer), torch.device(device), max_batch=max_batch
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainspec.trainers.serve",
+        description="Serve a local model over vLLM's completions API (frozen teachers on CPU).",
+    )
+    parser.add_argument("model", help="weights directory (Hugging Face layout)")
+    parser.add_argument("--name", help="model name clients send (default: the model argument)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    args = parser.parse_args(argv)
+    try:
+        sampler = load(args.model, args.device)
+        server = ModelServer(sampler, args.name or args.model, args.host, args.port)
+    except SetupError as err:
+        print(err.render(), file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: --port {args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"serving {server.name!r} at {server.base_url}", flush=True)
+    try:
+        server.httpd.serve_forever(0.05)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
