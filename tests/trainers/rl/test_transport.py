@@ -250,3 +250,26 @@ def test_zmq_step_committed_away_is_refused(zmq_cfg, tmp_path):
 def test_zmq_port_in_use_is_a_setup_error(zmq_cfg, tmp_path):
     with build_sender(zmq_cfg, tmp_path, 1), pytest.raises(SetupError, match="cannot listen"):
         build_sender(zmq_cfg, tmp_path, 1)
+
+
+def test_a_step_directory_removed_inside_mkdir_is_recreated(tmp_path, monkeypatch):
+    """A trainer rank's commit can remove the empty step directory while the sender's mkdir
+    runs: mkdir sees it exist, then finds no directory and raises FileExistsError. The write
+    is retried, not lost."""
+    from pathlib import Path
+
+    from trainspec.trainers.rl import transport_fs
+
+    real_mkdir = Path.mkdir
+    raced = []
+
+    def mkdir(self, *args, **kwargs):
+        if not raced:
+            raced.append(self)
+            raise FileExistsError(17, "File exists", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    target = tmp_path / "rollouts" / "step_0" / "rank_1.bin"
+    transport_fs.write_atomic(target, b"batch")
+    assert raced and target.read_bytes() == b"batch"

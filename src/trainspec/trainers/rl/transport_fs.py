@@ -50,16 +50,17 @@ def held_steps(run_dir: Path) -> Iterator[tuple[int, Path]]:
 def write_atomic(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that `path` is either absent or complete, also after a crash.
 
-    A trainer's commit may remove the (empty) directory between our mkdir and our open; that is
-    retried. Once the temporary file exists the directory is not empty and stays."""
+    A trainer's commit may remove the (empty) directory between our mkdir and our open, or
+    inside mkdir itself (it found the directory, then no longer does: FileExistsError); both
+    are retried. Once the temporary file exists the directory is not empty and stays."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    for attempt in range(3):
-        path.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(5):
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             break
-        except FileNotFoundError:  # a commit removed the empty directory meanwhile
-            if attempt == 2:
+        except (FileNotFoundError, FileExistsError):  # a commit removed it meanwhile
+            if attempt == 4:
                 raise
     try:
         with os.fdopen(fd, "wb") as handle:
