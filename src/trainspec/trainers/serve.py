@@ -9,6 +9,10 @@ It speaks the part of vLLM's API the orchestrator uses, with the same shapes:
 * `POST /v1/completions` with token-id (or text) prompts, `n`, `temperature` (0 = greedy),
   `max_tokens`, `seed`, `stop_token_ids`, `logprobs`, `return_tokens_as_token_ids` and
   `prompt_logprobs` (each prompt token's log-probability, what distillation scores with);
+* `POST /inference/v1/generate` (vLLM's token-in, token-out route, what the `renderers`
+  package's client and verifiers' train client call): `token_ids` and `sampling_params`
+  (temperature, max_tokens, n, seed, stop_token_ids, logprobs), answered with each choice's
+  `token_ids`, `finish_reason` and `logprobs.content` ("token_id:N" entries);
 * `POST /update_weights` with `{"path": <weights dir>}` (the sampler's `reload_path`), and the
   two routes `rl` uses on the vLLM server it starts: `POST /collective_rpc` with
   `{"method": "update_weights_from_path", "args": [<weights dir>]}` and
@@ -32,6 +36,11 @@ from typing import Any
 from .errors import SetupError
 
 NEUTRAL = {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+# What /inference/v1/generate's sampling_params may hold besides NEUTRAL's keys.
+GENERATE_PARAMS = {
+    "temperature", "max_tokens", "n", "seed", "stop_token_ids", "logprobs",
+    "skip_special_tokens",
+}  # fmt: skip
 
 
 class RequestError(Exception):
@@ -73,6 +82,8 @@ class ModelServer:
     def __init__(self, sampler, name: str, host: str = "127.0.0.1", port: int = 8000) -> None:
         self.sampler = sampler
         self.name = name
+        config = getattr(getattr(sampler, "model", None), "config", None)
+        self.max_model_len = getattr(config, "max_position_embeddings", None)
         self._lock = threading.Lock()  # one generate at a time: the model is not re-entrant
         server = self
 
@@ -82,6 +93,8 @@ class ModelServer:
                     self._send(200, {})
                 elif self.path == "/v1/models":
                     model = {"id": server.name, "object": "model", "owned_by": "trainspec"}
+                    if server.max_model_len is not None:
+                        model["max_model_len"] = server.max_model_len
                     self._send(200, {"object": "list", "data": [model]})
                 else:
                     self._send(404, {"error": {"message": f"no route GET {self.path}"}})
@@ -94,6 +107,8 @@ class ModelServer:
                         raise RequestError(400, "the body must be a JSON object")
                     if self.path == "/v1/completions":
                         self._send(200, server.complete(body))
+                    elif self.path == "/inference/v1/generate":
+                        self._send(200, server.generate(body))
                     elif self.path == "/update_weights":
                         self._send(200, server.update_weights(body))
                     elif self.path == "/collective_rpc":
@@ -185,6 +200,44 @@ class ModelServer:
                     choice["prompt_logprobs"] = [None, *entries]
                 choices.append(choice)
         return {"object": "text_completion", "model": self.name, "choices": choices}
+
+    def generate(self, body: dict[str, Any]) -> dict[str, Any]:
+        """vLLM's /inference/v1/generate, through `complete`: one prompt of token ids."""
+        params = body.get("sampling_params") or {}
+        if not isinstance(params, dict):
+            raise RequestError(400, "sampling_params must be an object")
+        unknown = sorted(set(params) - GENERATE_PARAMS - set(NEUTRAL))
+        if unknown:
+            raise RequestError(
+                400, f"sampling_params {', '.join(unknown)}: not honoured by this server"
+            )
+        request = {
+            **{k: v for k, v in params.items() if k != "logprobs"},
+            "model": body.get("model", self.name),
+            "prompt": body.get("token_ids"),
+            "logprobs": 1,
+            "return_tokens_as_token_ids": True,
+        }
+        answer = self.complete(request)
+        choices = [
+            {
+                "index": choice["index"],
+                "token_ids": choice["token_ids"],
+                "finish_reason": choice["finish_reason"],
+                "logprobs": {
+                    "content": [
+                        {"token": token, "logprob": logprob}
+                        for token, logprob in zip(
+                            choice["logprobs"]["tokens"],
+                            choice["logprobs"]["token_logprobs"],
+                            strict=True,
+                        )
+                    ]
+                },
+            }
+            for choice in answer["choices"]
+        ]
+        return {"request_id": "", "prompt_token_ids": body.get("token_ids"), "choices": choices}
 
     def update_weights(self, body: dict[str, Any]) -> dict[str, Any]:
         path = body.get("path")

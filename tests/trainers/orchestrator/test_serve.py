@@ -79,6 +79,47 @@ def test_local_scores_equal_a_forward_pass(local, prompts):
     assert score == pytest.approx(want.tolist(), abs=1e-5)
 
 
+def test_the_renderers_client_generates_through_the_token_route(server, local, tokenizer):
+    """The `renderers` package's own client (what verifiers' train client calls) against
+    /inference/v1/generate: the greedy answer is the in-process one, token ids and
+    log-probabilities included, and the reply text is parsed back."""
+    import asyncio
+
+    from openai import AsyncOpenAI
+    from renderers.client import generate
+    from renderers.default import DefaultRenderer
+
+    renderer = DefaultRenderer(tokenizer)
+    messages = [{"role": "system", "content": "Reverse the text."},
+                {"role": "user", "content": "hello"}]  # fmt: skip
+
+    async def ask():
+        client = AsyncOpenAI(base_url=server.base_url, api_key="EMPTY")
+        try:
+            return await generate(
+                client=client,
+                renderer=renderer,
+                messages=messages,
+                model="tiny",
+                sampling_params={"temperature": 0.0, "max_tokens": 6},
+            )
+        finally:
+            await client.close()
+
+    result = asyncio.run(ask())
+    (want,) = local.greedy([result["prompt_ids"]], max_tokens=6)
+    assert result["prompt_ids"] == list(renderer.render_ids(messages, add_generation_prompt=True))
+    assert result["completion_ids"] == want.token_ids
+    assert result["completion_logprobs"] == pytest.approx(want.logprobs, abs=1e-5)
+    assert result["finish_reason"] in ("stop", "length")
+
+
+def test_the_token_route_refuses_sampling_it_does_not_do(server):
+    body = {"model": "tiny", "token_ids": [1, 2], "sampling_params": {"min_tokens": 3}}
+    answer = httpx.post(server.base_url.removesuffix("/v1") + "/inference/v1/generate", json=body)
+    assert answer.status_code == 400 and "min_tokens" in answer.json()["error"]["message"]
+
+
 def test_models_and_health(server):
     assert httpx.get(server.base_url + "/models").json()["data"][0]["id"] == "tiny"
     assert httpx.get(server.base_url.removesuffix("/v1") + "/health").status_code == 200
