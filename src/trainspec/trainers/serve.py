@@ -77,9 +77,10 @@ def _number(body: dict[str, Any], key: str, default, kind=float):
 
 
 class ModelServer:
-    """Serves `sampler` (a LocalSampler) under `name` at http://host:port/v1."""
+    """Serves `sampler` (a LocalSampler) under `name` at http://host:port/v1 (port 0: a free
+    one, read back from `port`)."""
 
-    def __init__(self, sampler, name: str, host: str = "127.0.0.1", port: int = 8000) -> None:
+    def __init__(self, sampler, name: str, host: str = "127.0.0.1", port: int = 0) -> None:
         self.sampler = sampler
         self.name = name
         config = getattr(getattr(sampler, "model", None), "config", None)

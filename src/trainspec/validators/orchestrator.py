@@ -159,20 +159,29 @@ def source_has_one_task(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
                 )
 
 
-def _algo_tables(cfg: OrchestratorConfig) -> list[tuple[str, Any]]:
-    """(dotted path, table) of the group's algo and of every train source's own."""
-    tables = [("algo", cfg.algo)]
+def algo_tables(cfg: OrchestratorConfig) -> list[tuple[int | None, Any]]:
+    """(train source index, table) of every algo table: the group's (index None), then each
+    train source's own."""
+    tables: list[tuple[int | None, Any]] = [(None, cfg.algo)]
     for index, source in enumerate(cfg.train.source):
         if source.algo is not None:
-            tables.append((f"train.source.{index}.algo", source.algo))
+            tables.append((index, source.algo))
     return tables
+
+
+def _algo_paths(cfg: OrchestratorConfig) -> list[tuple[str, Any]]:
+    """(dotted config path, table) of every algo table."""
+    return [
+        ("algo" if index is None else f"train.source.{index}.algo", algo)
+        for index, algo in algo_tables(cfg)
+    ]
 
 
 def sampling_source_fits_algo(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
     """sft imitates a frozen model, so its sampling.source must be one; every other algorithm
     learns from the policy's own completions (the policy loss, or a teacher's view of them), so
     its sampling.source must be "policy"."""
-    for at, algo in _algo_tables(cfg):
+    for at, algo in _algo_paths(cfg):
         frozen = algo.sampling.source != "policy"
         if algo.type == "sft" and not frozen:
             ctx.error(
@@ -194,7 +203,7 @@ def sampling_source_fits_algo(cfg: OrchestratorConfig, ctx: RuleContext) -> None
 def echo_needs_a_role(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
     """echo learns the messages of at least one role: a roles table with every role null
     learns nothing beyond grpo."""
-    for at, algo in _algo_tables(cfg):
+    for at, algo in _algo_paths(cfg):
         if algo.type != "echo":
             continue
         roles = algo.roles

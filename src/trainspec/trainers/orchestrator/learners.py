@@ -1,6 +1,6 @@
 """What each `algo` learns from a scored group, as one `Signal` per completion (algorithms.py):
 
-    learner = build_learner(algo, "orchestrator.algo", source_name, render, tokenizer, stop_id)
+    learner = build_learner(algo, "orchestrator.algo", source_name, context)  # sources.py
     groups = (learner.sampler or policy.sampler).sample(...)     # sft: the frozen model's
     signals = learner.signals(prompt, group, rewards, policy.sampler, temperature)
 
@@ -169,26 +169,13 @@ def build_learner(algo, path: str, source_name: str, context) -> Learner:
     renderer_for(renderer_cfg) (a prompt renderer)."""
     from .frozen import frozen_sampler
 
-    source = algo.sampling.source
-    frozen = source != "policy"
+    # which algo may sample a frozen model is the config rule sampling_source_fits_algo's
     if algo.type == "sft":
-        if not frozen:  # the config rule sft_samples_a_frozen_model says so first
-            raise SetupError(
-                f"{path}.sampling.source",
-                '= "policy": sft imitates a frozen model',
-                "set sampling.source = { name = ..., base_url = ... }",
-            )
         sampler = frozen_sampler(
-            source, f"{path}.sampling.source", context.tokenizer, context.stop_id,
-            max_batch=context.max_batch,
+            algo.sampling.source, f"{path}.sampling.source", context.tokenizer,
+            context.stop_id, max_batch=context.max_batch,
         )  # fmt: skip
         return Imitated(sampler)
-    if frozen:
-        raise SetupError(
-            f"{path}.sampling.source",
-            f"is a frozen model; {algo.type} learns from the policy's own completions",
-            'drop it (the source is "policy")',
-        )
     if algo.type == "opd":
         teacher = frozen_sampler(
             algo.teacher, f"{path}.teacher", context.tokenizer, context.stop_id,

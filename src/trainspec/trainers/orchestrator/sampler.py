@@ -226,13 +226,14 @@ class LocalSampler:
                 ).logits
         finally:
             self.model.train(was_training)
-        logprobs = torch.log_softmax(logits.float() / temperature, dim=-1).cpu()
         out = []
         for row, (prompt, completion) in enumerate(rows):
             # completion token k sits at len(prompt) + k and is predicted one position earlier
-            positions = torch.arange(len(prompt) - 1, len(prompt) - 1 + len(completion))
-            picked = logprobs[row, positions, torch.tensor(completion, dtype=torch.long)]
-            out.append(picked.tolist())
+            start = len(prompt) - 1
+            scaled = logits[row, start : start + len(completion)].float() / temperature
+            targets = torch.tensor(completion, dtype=torch.long, device=scaled.device)
+            picked = scaled.gather(-1, targets[:, None])[:, 0] - scaled.logsumexp(-1)
+            out.append(picked.cpu().tolist())
         return out
 
     def _batch(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:

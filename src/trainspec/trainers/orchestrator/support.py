@@ -10,6 +10,8 @@ default asks for nothing this build lacks). What the built-in tasksets refuse of
 
 from __future__ import annotations
 
+from trainspec.validators.orchestrator import algo_tables
+
 from ..errors import SetupError, raise_all
 from ..preflight import renderer_refusals
 
@@ -108,12 +110,8 @@ def check_support(config) -> None:
             if config.eval.sampling.extra_body:
                 refuse("eval.sampling.extra_body", f"is set: {LOCAL_ONLY}")
     errors.extend(renderer_refusals(config.renderer, PREFIX, "orchestrator"))
-    algos = [("algo.", config.algo)] + [
-        (f"train.source[{i}].algo.", source.algo)
-        for i, source in enumerate(config.train.source)
-        if source.algo is not None
-    ]
-    for at, algo in algos:  # opsd renders its hint with a renderer of its own
+    for index, algo in algo_tables(config):  # opsd renders its hint with a renderer of its own
         if algo.type == "opsd":
+            at = "algo." if index is None else f"train.source[{index}].algo."
             errors.extend(renderer_refusals(algo.renderer, PREFIX + at, "orchestrator"))
     raise_all(errors)
