@@ -26,6 +26,7 @@ one request at a time (transformers' `generate` in this process, LocalSampler).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import threading
@@ -86,6 +87,7 @@ class ModelServer:
         config = getattr(getattr(sampler, "model", None), "config", None)
         self.max_model_len = getattr(config, "max_position_embeddings", None)
         self._lock = threading.Lock()  # one generate at a time: the model is not re-entrant
+        self._seeds = itertools.count(1)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -154,7 +156,9 @@ class ModelServer:
         n = _number(body, "n", 1, int)
         temperature = _number(body, "temperature", 1.0)
         max_tokens = _number(body, "max_tokens", 16, int)
-        seed = _number(body, "seed", 0, int)
+        seed = _number(body, "seed", None, int)
+        if seed is None:  # as vLLM: unseeded requests differ (each takes the next seed)
+            seed = next(self._seeds)
         if n < 1 or max_tokens < 1 or temperature < 0:
             raise RequestError(400, "n and max_tokens must be >= 1 and temperature >= 0")
         stops = body.get("stop_token_ids") or [self.sampler.stop_id]

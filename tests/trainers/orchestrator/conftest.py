@@ -76,3 +76,38 @@ def canned_server():
     for httpd in servers:
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def scripted_weights(tmp_path_factory, tokenizer) -> Path:
+    """A real Qwen3 checkpoint whose weights make it answer "x" and stop, every turn: its
+    layers add nothing to the residual stream, so the next token depends on the current one
+    alone; after "\\n" (the end of the reply header) it writes "x", after "x" the stop token.
+    Episodes through it are exact: known tokens, known rewards, prefix-true histories."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from trainspec.trainers.builtin import builtin_model_dir
+    from trainspec.trainers.tasks import _stop_id
+
+    config = AutoConfig.from_pretrained(builtin_model_dir("builtin:tiny-qwen3"))
+    config.tie_word_embeddings = False
+    model = AutoModelForCausalLM.from_config(config)
+    newline, x, stop = tokenizer.encode("\n")[-1], tokenizer.encode("x")[-1], _stop_id(tokenizer)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        embed = model.model.embed_tokens.weight
+        embed.zero_()
+        embed[:, 2] = 1.0  # every token: direction 2, which no row of the head reads
+        embed[newline, 2], embed[newline, 0] = 0.0, 1.0
+        embed[x, 2], embed[x, 1] = 0.0, 1.0
+        head = model.lm_head.weight
+        head.zero_()
+        head[x, 0] = 10.0
+        head[stop, 1] = 10.0
+    out = tmp_path_factory.mktemp("scripted")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

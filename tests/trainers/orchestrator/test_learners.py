@@ -250,4 +250,4 @@ def test_echo_with_a_filter_is_refused(tokenizer):
     with pytest.raises(SetupError) as caught:
         build_learner(algo(echo), "orchestrator.algo", "s", Context(tokenizer))
     assert caught.value.path == "orchestrator.algo.filter"
-    assert "one turn" in caught.value.problem
+    assert "narrows which environment tokens" in caught.value.problem

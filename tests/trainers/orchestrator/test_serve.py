@@ -69,6 +69,18 @@ def test_sampled_logprobs_are_the_servers_own_scores(server, tokenizer, prompts)
         assert score == pytest.approx(c.logprobs, abs=1e-4)
 
 
+def test_unseeded_requests_sample_differently(server, prompts):
+    """As vLLM: without a seed every request draws anew (an environment's episodes each send
+    one prompt; a fixed seed would make every episode of a group the same)."""
+    body = {"model": "tiny", "prompt": prompts[0], "max_tokens": 8, "temperature": 1.0}
+    answers = [httpx.post(server.base_url + "/completions", json=body).json() for _ in range(3)]
+    texts = {tuple(a["choices"][0]["token_ids"]) for a in answers}
+    assert len(texts) > 1
+    seeded = {**body, "seed": 7}
+    again = [httpx.post(server.base_url + "/completions", json=seeded).json() for _ in range(2)]
+    assert again[0]["choices"] == again[1]["choices"]
+
+
 def test_local_scores_equal_a_forward_pass(local, prompts):
     completion = [5, 9, 2]
     (score,) = local.score([prompts[0]], [completion], temperature=2.0)

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from trainspec.config import dump_json, load
 from trainspec.trainers.errors import SetupError, SetupErrors
-from trainspec.trainers.orchestrator.sources import SourcePicker, eval_sources, train_sources
+from trainspec.trainers.orchestrator.sources import (
+    SourcePicker,
+    TokenPicker,
+    eval_sources,
+    train_sources,
+)
 
 RT = {"taskset": {"id": "builtin:reverse-text"}}
 
@@ -116,6 +123,34 @@ def test_a_step_is_the_same_however_the_run_got_there(tokenizer):
         assert sum(sources[i].group_size for i, _ in picks) >= 8
     positions = [p for picks in steps for i, p in picks if i == 0]
     assert positions == list(range(len(positions)))  # each source walks its own prompts
+
+
+def test_a_token_sized_step_resumes_from_its_written_counts(tokenizer, tmp_path):
+    cfg = config(
+        token_batch_size=256,
+        train={"source": [{"name": "a", "env": RT, "ratio": 2}, {"name": "b", "env": RT}]},
+    )
+    sources = train_sources(cfg, tokenizer)
+    record = tmp_path / "picks.jsonl"
+    walked = TokenPicker(sources, seed=1, record=record, tokens=256)
+    walked.resume(0)
+    steps = []
+    for step, rounds in enumerate([(3, 2), (5,), (1, 1, 4)]):  # rounds as the tokens needed
+        walked.start(step)
+        steps.append([pick for count in rounds for pick in walked.take(count)])
+        walked.commit(step)
+    resumed = TokenPicker(
+        sources, seed=1, record=record, tokens=256
+    )  # the trainer resumed at step 2
+    resumed.resume(2)
+    resumed.start(2)
+    assert resumed.take(6) == steps[2]
+    assert len(record.read_text().splitlines()) == 2  # the record ends where the run resumed
+    fresh = TokenPicker(sources, seed=1, record=tmp_path / "elsewhere.jsonl", tokens=256)
+    with pytest.raises(SetupError) as caught:
+        fresh.resume(2)
+    assert caught.value.path == "orchestrator.token_batch_size"
+    assert "cannot be replayed" in caught.value.problem
 
 
 def test_what_a_built_in_taskset_cannot_honour_is_refused_by_its_path(tokenizer):

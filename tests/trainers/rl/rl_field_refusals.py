@@ -67,7 +67,6 @@ TEACHER = {"name": "teacher", "base_url": "http://127.0.0.1:9/v1"}
 # What the orchestrator cannot do yet (trainers/orchestrator/support.py, algorithms.py), and the
 # renderer settings it refuses as the SFT trainer does (preflight.renderer_refusals).
 NOT_BUILT = [
-    ("token_batch_size", {"batch_size": "None", "token_batch_size": 256}, False),
     ("tasks_per_minute", {"tasks_per_minute": 60}, False),
     ("env_server_base_port", {"env_server_base_port": 6000}, False),
     ("inference_metrics_roles", {"inference_metrics_roles": ["prefill"]}, False),

@@ -626,3 +626,61 @@ def run_orchestrator_distill(
             r for r in metrics(out / f"orchestrator-{name}" / "orchestrator") if "reward" in r
         ]
         assert logged and all(("teacher_kl" in r) == (name in ("opd", "opsd")) for r in logged)
+
+
+def run_orchestrator_environment(out: Path, recorder: FieldRecorder, policy: Path) -> None:
+    """A verifiers environment (the trainspec-reverse-text taskset, two turns an episode, the
+    `null` harness in a subprocess) as the train source and as an eval source, played against
+    the in-process policy served on localhost."""
+    agent = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
+    taskset = {"id": "trainspec-reverse-text"}
+    config = orchestrator_config(
+        out,
+        "orchestrator-environment",
+        {
+            "train.source": [{"env": {"taskset": {**taskset, "turns": 2}, "agent": agent}}],
+            "train.filter_zero_advantages": False,  # a random policy's rewards are all alike
+            "eval": {
+                "interval": 1,
+                "num_examples": 2,
+                "sampling": {"max_completion_tokens": 4},
+                "source": [{"env": {"taskset": {**taskset, "split": "test"}, "agent": agent}}],
+            },
+        },
+    )
+    with signals_kept(), trainer_stand_in(config, policy) as batches:
+        assert run_orchestrator_plain(recorder, config) == 0
+    assert [b.step for b in batches] == [0, 1]
+    assert all(b.num_loss_tokens > 0 for b in batches)
+    logged = metrics(out / "orchestrator-environment" / "orchestrator")
+    assert any("eval/trainspec-reverse-text/reward" in r for r in logged)
+    assert all("eval/trainspec-reverse-text/exact_match" not in r for r in logged)
+
+
+def run_orchestrator_plain(recorder: FieldRecorder, config) -> int:
+    from trainspec.trainers.orchestrator.loop import run
+
+    return run(recorder.wrap(config))
+
+
+def run_orchestrator_token_batch(out: Path, recorder: FieldRecorder, policy: Path) -> None:
+    """Steps sized by token_batch_size: rounds of prompts until a step holds that many tokens,
+    each step's prompt counts written down for a resume."""
+    import json
+
+    config = orchestrator_config(
+        out,
+        "orchestrator-token-batch",
+        {"batch_size": "None", "token_batch_size": 150, "train.filter_zero_advantages": False},
+    )
+    with signals_kept(), trainer_stand_in(config, policy) as batches:
+        assert run_orchestrator_plain(recorder, config) == 0
+    assert [b.step for b in batches] == [0, 1]
+    record = out / "orchestrator-token-batch" / "orchestrator" / "picks.jsonl"
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [line["step"] for line in lines] == [0, 1]
+    logged = [
+        r for r in metrics(out / "orchestrator-token-batch" / "orchestrator") if "tokens" in r
+    ]
+    assert len(logged) == 2 and all(r["tokens"] >= 150 for r in logged)
+    assert 0 < lines[0]["used"][0] < lines[1]["used"][0]  # prompts taken, counted on

@@ -45,6 +45,19 @@ def test_per_token_advantages_and_cross_entropy_weights_land_on_their_tokens():
     assert torch.equal(back.micro_batches[0].ce_weights, mb.ce_weights)
 
 
+def test_the_environments_tokens_between_turns_are_context_unless_echo_weighs_them():
+    # reply [4, 5], the environment's user turn [6, 7], reply [8]; echo weighs token 7 only
+    episode = Sample([1, 2], [4, 5, 6, 7, 8], [-1.0, -1.0, 0.0, 0.0, -1.0], 1.5,
+                     ce_weights=[0, 0, 0, 0.5, 0],
+                     completion_mask=[True, True, False, False, True])  # fmt: skip
+    (share,) = pack_samples([episode], seq_len=8, micro_batch_size=1, ranks=1, pad_id=0)
+    (mb,) = share
+    # completion token k is predicted at position prompt + k - 1 = k + 1
+    assert mb.loss_mask[0].nonzero().flatten().tolist() == [1, 2, 4, 5]
+    assert mb.policy_mask[0].nonzero().flatten().tolist() == [1, 2, 5]
+    assert mb.ce_weights[0, 4].item() == 0.5
+
+
 def test_a_per_token_list_must_match_the_completion():
     import pytest
 

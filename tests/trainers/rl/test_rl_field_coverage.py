@@ -62,9 +62,11 @@ from rl_field_runs import (  # noqa: E402
     run_filesystem_transport,
     run_moe,
     run_orchestrator_distill,
+    run_orchestrator_environment,
     run_orchestrator_local,
     run_orchestrator_openai,
     run_orchestrator_recorded,
+    run_orchestrator_token_batch,
     run_zmq_transport,
     train_recorded,
 )
@@ -162,6 +164,8 @@ def orchestrator_consumed(tmp_path_factory, policy) -> FieldRecorder:
         run_orchestrator_local(out, recorder, policy, url)
         run_orchestrator_openai(out, recorder, policy, mp)
         run_orchestrator_distill(out, recorder, policy, mp)
+        run_orchestrator_environment(out, recorder, policy)
+        run_orchestrator_token_batch(out, recorder, policy)
     return recorder
 
 

@@ -233,8 +233,8 @@ def echo_alphas(roles) -> dict[str, float]:
 
 # Why this build refuses the reference's hierarchical_grpo (it needs what this build lacks).
 NOT_BUILT = {
-    "hierarchical_grpo": "hierarchical_grpo compares the roles of a multi-agent environment, and "
-    "this build runs single-agent tasksets only",
+    "hierarchical_grpo": "hierarchical_grpo compares the roles of a multi-agent environment "
+    "level by level, and this build's advantages are per group and role only",
 }
 
 

@@ -67,18 +67,18 @@ class Rewarded:
         advantages = self.advantages(
             Group(
                 rewards,
-                output_tokens=[len(c.token_ids) for c in group],
-                input_tokens=[len(prompt.ids)] * len(group),
-                turns=[1] * len(group),
-                keys=[(self.source_name, "agent")] * len(group),
+                output_tokens=[sum(c.mask or [True] * len(c.token_ids)) for c in group],
+                input_tokens=[len(c.prompt_of(prompt.ids)) for c in group],
+                turns=[c.turns for c in group],
+                keys=[(self.source_name, c.agent) for c in group],
             )
         )
         if self.echo is None:
             return [Signal(advantage) for advantage in advantages]
-        # a one-turn episode is the model's reply alone: no environment tokens to weigh
+        # a one-turn reply has no environment tokens to weigh: echo_ce_weights gives None
         return [
-            Signal(advantage, ce_weights=echo_ce_weights([("assistant", len(c.token_ids), True)],
-                                                         self.echo))
+            Signal(advantage, ce_weights=echo_ce_weights(
+                c.segments or [("assistant", len(c.token_ids), True)], self.echo))
             for c, advantage in zip(group, advantages, strict=True)
         ]  # fmt: skip
 
@@ -95,10 +95,11 @@ class Taught:
 
     def signals(self, prompt, group, rewards, policy, temperature) -> list[Signal]:
         scores = self.teacher.score(
-            [prompt.ids] * len(group), [c.token_ids for c in group], temperature=temperature
-        )
+            [c.prompt_of(prompt.ids) for c in group], [c.token_ids for c in group],
+            temperature=temperature,
+        )  # fmt: skip
         return [
-            Signal(token_advantages=distill_advantages(score, c.logprobs))
+            Signal(token_advantages=c.sampled(distill_advantages(score, c.logprobs)))
             for score, c in zip(scores, group, strict=True)
         ]
 
@@ -157,7 +158,7 @@ class Imitated:
     sampler: Sampler | None
 
     def signals(self, prompt, group, rewards, policy, temperature) -> list[Signal]:
-        return [Signal(ce_weights=[1.0] * len(c.token_ids)) for c in group]
+        return [Signal(ce_weights=c.sampled([1.0] * len(c.token_ids))) for c in group]
 
     def close(self) -> None:
         if self.sampler is not None:
@@ -190,14 +191,14 @@ def build_learner(algo, path: str, source_name: str, context) -> Learner:
     if algo.filter is not None:
         raise SetupError(
             f"{path}.filter",
-            f"= {algo.filter.import_path!r} narrows the environment's tokens of a multi-turn "
-            "episode, and this build's tasksets answer in one turn",
-            "drop it",
+            f"= {algo.filter.import_path!r} narrows which environment tokens echo learns, and "
+            "this build learns every one of the roles it weighs",
+            "drop it (set a role's alpha to 0 to leave its messages out)",
         )
     alphas = echo_alphas(algo.roles)
     log.info(
-        "%s: echo learns the environment's messages after the first reply (roles %s); the "
-        "source answers in one turn, so it trains as grpo",
+        "%s: echo learns the environment's messages after the first reply (roles %s); a "
+        "one-turn episode has none, and trains as grpo",
         source_name,
         ", ".join(f"{role} {alpha:g}" for role, alpha in alphas.items()),
     )

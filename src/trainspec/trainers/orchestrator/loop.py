@@ -27,7 +27,7 @@ import torch
 from ..core.tokenizer import build_tokenizer
 from ..errors import SetupError
 from ..process.signals import SignalFlag
-from ..rl.batch import RolloutBatch, Sample, pack_samples
+from ..rl.batch import RolloutBatch, pack_samples
 from ..rl.broadcast import check_broadcast
 from ..rl.transport import build_sender
 from ..run.console import setup_logging
@@ -38,18 +38,18 @@ from ..run.run_dir import write_resolved_config
 from .policy import Policy
 from .prompts import prompt_renderer
 from .report import draw_rl_plot
-from .sources import EvalSource, SourcePicker, eval_sources, train_sources
+from .sources import (
+    EvalSource,
+    Players,
+    SourcePicker,
+    TokenPicker,
+    eval_sources,
+    train_sources,
+)
+from .step_batch import StepBatch, max_tokens_for
 from .support import check_support
 
 log = logging.getLogger("trainspec.orchestrator")
-SEED_STRIDE = 1_000_003
-
-
-def max_tokens_for(sampling, prompts, seq_len: int) -> int:
-    """The completion cap: the source's, else what is left of seq_len after the longest prompt."""
-    if sampling.max_tokens is not None:
-        return sampling.max_tokens
-    return max(1, seq_len - max(len(p.ids) for p in prompts))
 
 
 def evaluate(policy: Policy, source: EvalSource, seq_len: int) -> dict[str, float]:
@@ -57,28 +57,21 @@ def evaluate(policy: Policy, source: EvalSource, seq_len: int) -> dict[str, floa
     without an eval temperature, else group_size samples per prompt."""
     prompts = source.task.first(source.num_examples)
     assert policy.sampler is not None, "evaluate after policy.wait_for has loaded weights"
-    max_tokens = max_tokens_for(source.sampling, prompts, seq_len)
-    ids = [p.ids for p in prompts]
-    if source.sampling.temperature is None:
-        groups = [[a] for a in policy.sampler.greedy(ids, max_tokens=max_tokens)]
-    else:
-        groups = policy.sampler.sample(
-            ids,
-            source.group_size,
-            temperature=source.sampling.temperature,
-            max_tokens=max_tokens,
-            seed=policy.step,
-        )
-    pairs = [(p, c) for p, group in zip(prompts, groups, strict=True) for c in group]
-    rewards = [
-        r
-        for p, group in zip(prompts, groups, strict=True)
-        for r in source.task.score_group(p, group)
-    ]
+    temperature = source.sampling.temperature
+    played = source.task.rollouts(
+        prompts,
+        1 if temperature is None else source.group_size,
+        policy.sampler,
+        temperature=temperature or 0.0,
+        max_tokens=max_tokens_for(source.sampling, prompts, seq_len),
+        seed=policy.step,
+    )
+    pairs = [(p, c) for p, (group, _) in zip(prompts, played, strict=True) for c in group]
+    rewards = [r for _, scores in played for r in scores]
     count = max(1, len(pairs))
     result = {"reward": sum(rewards) / count}
     exact = [source.task.exact(c.text, p) for p, c in pairs]
-    if None not in exact:  # a source of your own data has your reward, no reference answer
+    if exact and None not in exact:  # your data and environments have rewards, no answer
         hits = [c.finished and bool(e) for (_, c), e in zip(pairs, exact, strict=True)]
         result["exact_match"] = sum(hits) / count
     return result
@@ -166,10 +159,17 @@ def run(config) -> int:
     render, stop_id = prompt_renderer(config.renderer, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_id
     local = config.sampler.type == "local"
-    sources = train_sources(config, tokenizer, render, local=local, stop_id=stop_id)
-    held_out = eval_sources(config, tokenizer, render)
-    batch_size = config.batch_size or 128
-    picker = SourcePicker(sources, batch_size, config.seed)
+    players = Players(config, tokenizer)  # plays the verifiers environments, if any
+    sources = train_sources(
+        config, tokenizer, render, local=local, stop_id=stop_id, players=players
+    )
+    held_out = eval_sources(config, tokenizer, render, players=players)
+    if config.token_batch_size is None:
+        picker: SourcePicker | TokenPicker = SourcePicker(
+            sources, config.batch_size or 128, config.seed
+        )
+    else:
+        picker = TokenPicker(sources, config.seed, own_dir / "picks.jsonl", config.token_batch_size)
     policy = Policy(config, run_dir, tokenizer, stop_id)
     sender = build_sender(config.rollout_transport, run_dir, config.num_train_workers)
     monitor = Monitor(config.monitors, own_dir, own_dir.name, document)
@@ -182,6 +182,8 @@ def run(config) -> int:
         return 0
     step = policy.step  # a resumed trainer publishes its resume step first
     check_resume(config, step)
+    if isinstance(picker, TokenPicker):
+        picker.resume(step)
     log.info("starting at step %d with the weights of step %d", step, policy.step)
     monitor.continue_from(step)
     if config.eval is not None:
@@ -198,56 +200,32 @@ def run(config) -> int:
         if not policy.wait_for(step - lag, should_stop):
             break
         started = time.perf_counter()
-        picks = picker.step(step)
         assert policy.sampler is not None  # wait_for returned True: weights are loaded
-        samples: list[Sample] = []
-        flat: list[float] = []
-        lengths: list[int] = []
-        truncated = 0
-        distilled: list[float] = []  # per-token advantages of opd/opsd: -(policy - teacher)
-        for index, source in enumerate(sources):
-            prompts = [source.task.at(position) for i, position in picks if i == index]
-            if not prompts:
-                continue
-            sampler = source.learner.sampler or policy.sampler  # sft: the frozen model
-            temperature = source.sampling.temperature
-            groups = sampler.sample(
-                [p.ids for p in prompts],
-                source.group_size,
-                temperature=temperature,
-                max_tokens=max_tokens_for(source.sampling, prompts, config.seq_len),
-                seed=config.seed * SEED_STRIDE + step + index * SEED_STRIDE**2,
+        batch = StepBatch()
+        if isinstance(picker, SourcePicker):
+            batch.play(picker.step(step), sources, policy, config, step)
+        else:  # groups until the step holds token_batch_size tokens; the picks are written down
+            picker.start(step)
+            while batch.tokens < picker.tokens:
+                before = batch.tokens
+                batch.play(picker.take(batch.prompts_for(config)), sources, policy, config, step)
+                if batch.tokens == before:  # every episode of the round left out
+                    raise SetupError(
+                        "orchestrator.token_batch_size",
+                        f"step {step}: a round of prompts gave no completions to count",
+                        "see the failed episodes above",
+                    )
+            picker.commit(step)
+        if config.log.log_data and step == first_step and batch.first is not None:
+            prompt, completion = batch.first
+            log.info(
+                "first sample:\nprompt: %r\ncompletion: %r\nanswer %r",
+                tokenizer.decode(completion.prompt_of(prompt.ids)),
+                completion.text,
+                prompt.answer,
             )
-            for prompt, group in zip(prompts, groups, strict=True):
-                rewards = source.task.score_group(prompt, group)
-                signals = source.learner.signals(
-                    prompt, group, rewards, policy.sampler, temperature
-                )
-                for c, reward, taught in zip(group, rewards, signals, strict=True):
-                    distilled += taught.token_advantages or []
-                    # a sample no better or worse than its group teaches nothing
-                    if taught.teaches or not config.train.filter_zero_advantages:
-                        samples.append(
-                            Sample(
-                                prompt.ids,
-                                c.token_ids,
-                                c.logprobs,
-                                taught.advantage,
-                                reward,
-                                taught.token_advantages,
-                                taught.ce_weights,
-                            )
-                        )
-                flat += rewards
-                lengths += [len(c.token_ids) for c in group]
-                truncated += sum(not c.finished for c in group)
-            if config.log.log_data and step == first_step and index == 0:
-                log.info(
-                    "first sample:\nprompt: %r\ncompletion: %r\nanswer %r",
-                    tokenizer.decode(prompts[0].ids),
-                    groups[0][0].text,
-                    prompts[0].answer,
-                )
+        samples, flat, lengths = batch.samples, batch.rewards, batch.lengths
+        truncated, distilled = batch.truncated, batch.distilled
         shares = pack_samples(
             samples,
             seq_len=config.seq_len,
@@ -255,7 +233,7 @@ def run(config) -> int:
             ranks=config.num_train_workers,
             pad_id=pad_id,
         )
-        mean_reward = sum(flat) / len(flat)
+        mean_reward = sum(flat) / max(1, len(flat))
         temperature = sources[0].sampling.temperature
         for rank, share in enumerate(shares):
             sender.send(
@@ -266,8 +244,9 @@ def run(config) -> int:
             "reward": mean_reward,
             "reward_std": float(torch.tensor(flat).std()) if len(flat) > 1 else 0.0,
             "shipped_samples": len(samples),
-            "completion_len": sum(lengths) / len(lengths),
-            "truncated": truncated / len(flat),
+            "tokens": batch.tokens,  # prompt + completion tokens of every completion played
+            "completion_len": sum(lengths) / max(1, len(lengths)),
+            "truncated": truncated / max(1, len(flat)),
             **({"teacher_kl": -sum(distilled) / len(distilled)} if distilled else {}),
             "policy_step": policy.step,
             "samples_per_s": len(flat) / (done - started),
@@ -301,6 +280,7 @@ def run(config) -> int:
     sender.close()
     for source in sources:
         source.learner.close()
+    players.close()
     policy.close()
     monitor.close()
     heartbeat.close()

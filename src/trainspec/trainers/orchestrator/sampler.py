@@ -30,12 +30,34 @@ from ..errors import SetupError
 
 @dataclass
 class Completion:
-    """One sampled continuation of a prompt."""
+    """One sampled continuation of a prompt. An environment's episode (environment.py) fills
+    the rest: its own prompt's ids, which completion tokens the model sampled (the others are
+    the environment's messages between turns), and its (role, tokens, generated) segments."""
 
     token_ids: list[int]  # generated ids, including the stop token if one was generated
     logprobs: list[float]  # the sampler's log-probability of each generated id (same length)
     text: str  # decoded without special tokens
     finished: bool  # ended on the stop token (not cut by max_tokens)
+    prompt_ids: list[int] | None = None  # None: the prompt's own ids
+    mask: list[bool] | None = None  # per token, sampled by the model; None: every one
+    segments: list[tuple[str, int, bool]] | None = None  # None: one reply of the assistant
+    agent: str = "agent"  # the role that wrote it (a multi-agent environment has several)
+    turns: int = 1
+
+    def prompt_of(self, prompt_ids: list[int]) -> list[int]:
+        return self.prompt_ids if self.prompt_ids is not None else prompt_ids
+
+    def sampled(self, values: list[float]) -> list[float]:
+        """`values` (one per token) with 0 at the tokens the model did not sample."""
+        if self.mask is None:
+            return values
+        return [v if m else 0.0 for v, m in zip(values, self.mask, strict=True)]
+
+    def at_sampled(self, values: list[float]) -> list[float]:
+        """`values` (one per token) at the tokens the model sampled only."""
+        if self.mask is None:
+            return values
+        return [v for v, m in zip(values, self.mask, strict=True) if m]
 
 
 class Sampler(Protocol):

@@ -81,6 +81,7 @@ class OpenAISampler:
         self.max_batch = max_batch  # completions per request (episodes in flight)
         self.field = field  # the setting a connection error names
         headers = {**(headers or {}), **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+        self.headers = headers  # what an environment's client sends too (environment.py)
         self._client = httpx.Client(timeout=timeout_s, headers=headers)
 
     def sample(

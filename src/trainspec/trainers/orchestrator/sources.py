@@ -16,20 +16,24 @@ source's dotted path ("orchestrator.train.source[1].curriculum").
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from trainspec.validators.orchestrator import source_name
 
 from ..errors import SetupError, SetupErrors, raise_all
 from .data_task import DataTask
+from .environment import EnvPlayer, EnvTask
 from .learners import Hinted, Learner, build_learner
 from .prompts import prompt_renderer
 from .task import PromptStream, Task
 
 PREFIX = "orchestrator."
+BUILTIN_PREFIX = "builtin:"
 
 
 @dataclass
@@ -76,11 +80,43 @@ def _merged(group, own, extra_body: bool = True) -> Sampling:
     )
 
 
-def _task(source, path: str, tokenizer, *, seed: int, role: str, render):
-    """A source's task: its own data and reward, else its (built-in) taskset."""
+def is_environment(source) -> bool:
+    """Whether a source is a verifiers environment: no data, and a taskset id not built in."""
+    taskset = source.env.get("taskset") if source.data is None else None
+    ident = taskset.get("id") if isinstance(taskset, dict) else None
+    return isinstance(ident, str) and bool(ident) and not ident.startswith(BUILTIN_PREFIX)
+
+
+def _task(source, path: str, tokenizer, *, seed: int, role: str, render, players: Players):
+    """A source's task: its own data and reward, its built-in taskset, or its environment."""
     if source.data is not None:
         return DataTask.from_source(source, path, tokenizer, seed=seed, render=render)
+    if is_environment(source):
+        return EnvTask.from_env(source.env, f"{path}.env", players.get(), seed=seed)
     return Task.from_env(source.env, f"{path}.env", tokenizer, seed=seed, role=role, render=render)
+
+
+class Players:
+    """The one EnvPlayer of an orchestrator's environment sources, built when the first needs
+    it (a run of built-in tasksets never imports verifiers)."""
+
+    def __init__(self, config, tokenizer) -> None:
+        self.config = config
+        self.tokenizer = tokenizer
+        self.player: EnvPlayer | None = None
+
+    def get(self) -> EnvPlayer:
+        if self.player is None:
+            self.player = EnvPlayer(
+                self.tokenizer,
+                self.config.renderer,
+                max_inflight=self.config.concurrency.max_inflight,
+            )
+        return self.player
+
+    def close(self) -> None:
+        if self.player is not None:
+            self.player.close()
 
 
 def _collect(errors: list[SetupError], build: Callable, *args, **kwargs) -> Any:
@@ -95,13 +131,15 @@ def _collect(errors: list[SetupError], build: Callable, *args, **kwargs) -> Any:
 
 
 def _not_served(source, path: str, errors: list[SetupError]) -> None:
-    """Keys that configure environment servers, which built-in tasksets do not have."""
+    """Keys that configure environment servers: this build plays every environment inside
+    the orchestrator, without one."""
     if source.serve:
         errors.append(
             SetupError(
                 f"{path}.serve",
-                f"= {source.serve!r}: built-in tasksets run in the orchestrator, without a server",
-                "drop it",
+                f"= {source.serve!r}: this build plays environments inside the orchestrator, "
+                "without an environment server",
+                "drop it (concurrency.max_inflight bounds the episodes in flight)",
             )
         )
 
@@ -123,11 +161,18 @@ class LearnerContext:
 
 
 def train_sources(
-    config, tokenizer, render: Callable | None = None, *, local: bool = True, stop_id=None
+    config,
+    tokenizer,
+    render: Callable | None = None,
+    *,
+    local: bool = True,
+    stop_id=None,
+    players: Players | None = None,
 ) -> list[TrainSource]:
     """The train sources; `local`: the in-process sampler, which sends no request extras.
     Frozen models (opd's teacher, sft's sampling source) must be up: this waits for them."""
     errors: list[SetupError] = []
+    players = players or Players(config, tokenizer)
     if render is None or stop_id is None:
         default_render, default_stop = prompt_renderer(config.renderer, tokenizer)
         render, stop_id = render or default_render, default_stop if stop_id is None else stop_id
@@ -169,11 +214,21 @@ def train_sources(
         own = source.algo is not None
         algo = source.algo if own else config.algo
         task = _collect(errors, _task, source, path, tokenizer, seed=config.seed, role="train",
-                        render=render)  # fmt: skip
+                        render=render, players=players)  # fmt: skip
         if task is None:
             continue
         algo_path = f"{path}.algo" if own else PREFIX + "algo"
         learner = _collect(errors, build_learner, algo, algo_path, name, context)
+        if isinstance(learner, Hinted) and isinstance(task, EnvTask):
+            errors.append(
+                SetupError(
+                    f"{algo_path}.type",
+                    "= 'opsd' re-renders each prompt's messages after a hint, and an environment "
+                    "renders its own prompts (its episodes may run several turns)",
+                    'use type = "opd" with a teacher endpoint for an environment source',
+                )
+            )
+            continue
         if isinstance(learner, Hinted):  # every row needs its demonstration: check the first
             _collect(errors, learner.demonstration, task.at(0))
         if learner is None:
@@ -202,9 +257,12 @@ def train_sources(
     return built
 
 
-def eval_sources(config, tokenizer, render: Callable | None = None) -> list[EvalSource]:
+def eval_sources(
+    config, tokenizer, render: Callable | None = None, *, players: Players | None = None
+) -> list[EvalSource]:
     if config.eval is None:
         return []
+    players = players or Players(config, tokenizer)
     errors: list[SetupError] = []
     built: list[EvalSource] = []
     group = config.eval
@@ -214,14 +272,19 @@ def eval_sources(config, tokenizer, render: Callable | None = None) -> list[Eval
         _not_served(source, path, errors)
         sampling = _merged(group.sampling, source.sampling, extra_body=False)  # support.py
         task = _collect(errors, _task, source, path, tokenizer, seed=config.seed, role="eval",
-                        render=render)  # fmt: skip
+                        render=render, players=players)  # fmt: skip
         if task is None:
+            continue
+        num_examples = (
+            source.num_examples if source.num_examples is not None else group.num_examples
+        )
+        if _collect(errors, task.count, num_examples) is None:  # an infinite taskset: all of it
             continue
         built.append(
             EvalSource(
                 name,
                 task,
-                source.num_examples if source.num_examples is not None else group.num_examples,
+                num_examples,
                 source.group_size if source.group_size is not None else group.group_size,
                 source.interval if source.interval is not None else group.interval,
                 sampling,
@@ -272,3 +335,55 @@ class SourcePicker:
             self._used[index] += 1
         self._next_step += 1
         return out
+
+
+class TokenPicker:
+    """The picks of a step sized by token_batch_size: sources drawn one prompt at a time (as
+    SourcePicker does) for as many prompts as the step's tokens need, which depends on the
+    completions. A resumed run cannot replay that without sampling, so every step's prompt
+    counts are written down (`picks.jsonl` in the orchestrator's directory, a line a step) and
+    a resume at step n starts from the counts after step n - 1."""
+
+    def __init__(self, sources: list[TrainSource], seed: int, record: Path, tokens: int) -> None:
+        self.sources = sources
+        self.tokens = tokens  # token_batch_size
+        self.seed = seed
+        self.record = record
+        self._used = [0] * len(sources)
+        self._rng = random.Random()
+
+    def resume(self, step: int) -> None:
+        """Continue after step `step` - 1 (step 0: a fresh record)."""
+        if step == 0:
+            self.record.unlink(missing_ok=True)
+            return
+        lines = self.record.read_text().splitlines() if self.record.exists() else []
+        counts = {entry["step"]: entry["used"] for entry in map(json.loads, lines)}
+        if step - 1 not in counts or len(counts[step - 1]) != len(self.sources):
+            raise SetupError(
+                f"{PREFIX}token_batch_size",
+                f"the run resumes at step {step}, and {self.record} does not say which prompts "
+                f"steps up to {step - 1} took (a step sized by tokens cannot be replayed)",
+                "resume in the run directory that ran those steps, with the same train sources "
+                "(or size steps by batch_size)",
+            )
+        self._used = list(counts[step - 1])
+        kept = [line for line in lines if json.loads(line)["step"] < step]
+        self.record.write_text("".join(line + "\n" for line in kept))
+
+    def start(self, step: int) -> None:
+        self._rng = random.Random(f"{self.seed}:sources:{step}")
+
+    def take(self, count: int) -> list[tuple[int, int]]:
+        """(source index, position) of `count` more prompts of the current step."""
+        weights = [s.ratio for s in self.sources]
+        out = []
+        for _ in range(count):
+            index = 0 if len(weights) == 1 else self._rng.choices(range(len(weights)), weights)[0]
+            out.append((index, self._used[index]))
+            self._used[index] += 1
+        return out
+
+    def commit(self, step: int) -> None:
+        with self.record.open("a") as file:
+            file.write(json.dumps({"step": step, "used": self._used}) + "\n")

@@ -37,18 +37,13 @@ def check_support(config) -> None:
     def refuse(path: str, problem: str, fix: str = "drop it") -> None:
         errors.append(SetupError(PREFIX + path, problem, fix))
 
-    if config.token_batch_size is not None:
-        refuse(
-            "token_batch_size",
-            "is set: this build fills a step with batch_size completions, not a token count",
-            "set batch_size instead",
-        )
     if config.tasks_per_minute is not None:
         refuse("tasks_per_minute", "is set: this build does not rate-limit episodes")
     if config.env_server_base_port != 5000:
         refuse(
             "env_server_base_port",
-            "is set: built-in tasksets run in the orchestrator, with no environment servers",
+            "is set: this build plays environments inside the orchestrator, with no environment "
+            "servers",
         )
     if config.inference_metrics_roles is not None:
         refuse(

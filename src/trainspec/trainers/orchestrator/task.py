@@ -11,8 +11,7 @@ the verifiable reward that scores their completions.
 completion with the known answer: "lcs_ratio" (the default) is the longest common subsequence
 over the longer of the two strings, so a short fragment of the answer scores low; "exact_match"
 is 1 or 0. A completion cut off by max_completion_tokens scores 0, so rambling past the answer
-never pays. A taskset of any other id loads through the verifiers library, which this build
-does not run yet: it is refused with the source's dotted path.
+never pays. A taskset of any other id is a verifiers environment (environment.py).
 
 A built-in taskset answers in one turn with no tools, as verifiers' `null` harness does: an
 `env.agent` table may pick that harness (`harness.id = "null"`, `runtime.type = "subprocess"`,
@@ -44,6 +43,7 @@ class Prompt:
     answer: str
     row: dict[str, Any] = field(default_factory=dict)  # the row's other columns (rewards)
     messages: list[dict] = field(default_factory=list)  # what `ids` renders (opsd re-renders)
+    task: Any = None  # an environment's task (environment.py), which renders its own prompt
 
 
 class PromptStream:
@@ -70,6 +70,19 @@ class PromptStream:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def rollouts(self, prompts, n, sampler, *, temperature, max_tokens, seed):
+        """Per prompt, (its `n` completions, their rewards); temperature 0: one greedy answer."""
+        ids = [p.ids for p in prompts]
+        if temperature == 0:
+            groups = [[c] for c in sampler.greedy(ids, max_tokens=max_tokens)]
+        else:
+            groups = sampler.sample(
+                ids, n, temperature=temperature, max_tokens=max_tokens, seed=seed
+            )
+        return [
+            (group, self.score_group(p, group)) for p, group in zip(prompts, groups, strict=True)
+        ]
 
     def prompts(self, step: int, count: int) -> list[Prompt]:
         """Prompts [step * count, (step + 1) * count) of the seeded stream of epochs."""
@@ -126,10 +139,9 @@ def taskset_table(env: dict[str, Any], path: str) -> dict[str, Any]:
     if taskset["id"] not in BUILTIN_DATASETS:
         raise SetupError(
             f"{path}.taskset.id",
-            f"= {taskset['id']!r} loads through the verifiers library (environment servers), "
-            "which this build does not run yet",
-            f"use a built-in taskset ({', '.join(BUILTIN_DATASETS)}), or your own data and "
-            "reward (the source's data and reward keys)",
+            f"= {taskset['id']!r} is not a built-in taskset",
+            f"use one of: {', '.join(BUILTIN_DATASETS)}; any id without the builtin: prefix "
+            "loads through the verifiers library",
         )
     for key, value in env.items():
         if key == "taskset":

@@ -5,9 +5,11 @@ log-probability of every completion token, and the sample's advantage: one numbe
 whole completion (grpo and the other reward-based algorithms) or one per token (distillation:
 opd, opsd). A completion token with a cross-entropy weight (`ce_weights`, sft distillation) is
 learned by imitation instead: the trainer adds weight x -log p for it and leaves it out of the
-policy loss. The orchestrator packs a
-step's samples into rows of `seq_len` tokens and the rows into micro-batches (`pack_samples`);
-the trainer runs one forward/backward per micro-batch.
+policy loss. A multi-turn episode's completion holds the environment's messages between the
+model's turns: `completion_mask` leaves them out of the loss (unless a cross-entropy weight
+teaches them, as echo does). The orchestrator packs a step's samples into rows of `seq_len`
+tokens and the rows into micro-batches (`pack_samples`); the trainer runs one forward/backward
+per micro-batch.
 
 Every per-token tensor of a micro-batch is aligned to the *prediction* position: at position i
 the model predicts `targets[i]`, the token at i + 1 of the same sample; `loss_mask[i]` says
@@ -39,9 +41,12 @@ class Sample:
     reward: float = 0.0
     token_advantages: list[float] | None = None  # per completion token; replaces `advantage`
     ce_weights: list[float] | None = None  # per completion token; > 0: learned by imitation
+    # per completion token, sampled by the model (None: every one); the others (an
+    # environment's messages between turns) are context, learned only where ce_weights says
+    completion_mask: list[bool] | None = None
 
     def __post_init__(self) -> None:
-        for name in ("token_advantages", "ce_weights"):
+        for name in ("token_advantages", "ce_weights", "completion_mask"):
             values = getattr(self, name)
             if values is not None and len(values) != len(self.completion_ids):
                 raise ValueError(
@@ -188,7 +193,10 @@ def _row_tensors(row: Sequence[Sample], seq_len: int, pad_id: int) -> list[torch
         first, last = start + prompt - 1, start + n - 1
         if last > first:
             kept = last - first
-            loss_mask[first:last] = True
+            if sample.completion_mask is None:
+                loss_mask[first:last] = True
+            else:
+                loss_mask[first:last] = torch.tensor(sample.completion_mask[:kept])
             if sample.token_advantages is not None:
                 advantages[first:last] = torch.tensor(sample.token_advantages[:kept])
             else:
@@ -196,6 +204,7 @@ def _row_tensors(row: Sequence[Sample], seq_len: int, pad_id: int) -> list[torch
             logprobs[first:last] = torch.tensor(sample.completion_logprobs[:kept])
             if sample.ce_weights is not None:
                 ce_weights[first:last] = torch.tensor(sample.ce_weights[:kept])
+                loss_mask[first:last] |= ce_weights[first:last] > 0
         start += n
     return [input_ids, position_ids, targets, loss_mask, advantages, logprobs, ce_weights]
 
