@@ -177,3 +177,22 @@ def test_an_environment_source_refuses_opsd_naming_the_algo(tokenizer, player):
         train_sources(config, tokenizer, players=players)
     assert caught.value.path == "orchestrator.algo.type"
     assert "renders its own prompts" in caught.value.problem
+
+
+def test_a_server_samplers_request_extras_reach_the_server(tokenizer, policy, player):
+    """[orchestrator.train.sampling] extra_body goes with every turn of an episode: the served
+    policy refuses a top_k it cannot honour, and the episodes fail saying so."""
+    from trainspec.trainers.orchestrator.sampler_openai import OpenAISampler
+    from trainspec.trainers.serve import ModelServer
+
+    server = ModelServer(policy, "policy").start()
+    try:
+        served = OpenAISampler(
+            server.base_url, "policy", tokenizer, _stop_id(tokenizer), extra_body={"top_k": 5}
+        )
+        task = EnvTask.from_env(env(), PATH, player, seed=0)
+        with pytest.raises(SetupError) as caught:
+            play(task, served, task.first(1))
+    finally:
+        server.close()
+    assert "top_k" in caught.value.problem

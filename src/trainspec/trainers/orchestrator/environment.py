@@ -241,7 +241,8 @@ class EnvPlayer:
             renderer=self._renderer,
             renderer_model_name=self._tokenizer_dir,
         )
-        sampling = vf.Sampling(temperature=temperature, max_tokens=max_tokens)
+        extras = dict(getattr(sampler, "extra_body", None) or {})  # a server's request extras
+        sampling = vf.Sampling(temperature=temperature, max_tokens=max_tokens, **extras)
         return vf.ModelContext(model=model, client=client, sampling=sampling)
 
     def play(self, env, tasks: list, n: int, ctx) -> list:
