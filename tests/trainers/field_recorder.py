@@ -8,7 +8,8 @@
 
 `wrap` returns a proxy of the resolved config: reading a field of a config model records its
 dotted path (union variants add no part: `optim.betas1` whatever `optim.type` is) and the module
-that read it, taken from the calling frame; a sub-model comes back wrapped in turn. Everything
+that read it, taken from the calling frame; a sub-model comes back wrapped in turn, and so does
+each table of an array of tables, under `path[]` (`train.source[].ratio`). Everything
 that is not a field (`model_dump_json`, `model_fields`, ...) passes through to the real object
 unrecorded, so a component can still dump the config it was given. Only reads from the modules
 `counts` accepts are recorded as consumption (the trainers, and the entrypoint for `dry_run`);
@@ -27,7 +28,9 @@ from typing import Any
 from pydantic import BaseModel
 
 COUNTED_PACKAGES = ("trainspec.trainers",)
-COUNTED_MODULES = ("trainspec.cli.entrypoint",)
+# the entrypoint (dry_run), and the config layer's helpers the orchestrator calls to read its
+# sources (source_name, algo_tables): the proxy reaches them only from a trainer
+COUNTED_MODULES = ("trainspec.cli.entrypoint", "trainspec.validators.orchestrator")
 
 
 def counts(module: str) -> bool:
@@ -93,6 +96,9 @@ class RecordingProxy:
         recorder.record(path, _caller_module(1))
         if isinstance(value, BaseModel):
             return RecordingProxy(value, path, recorder)
+        if isinstance(value, list) and value and all(isinstance(v, BaseModel) for v in value):
+            # the tables of an array ([[train.source]]): every item's fields under path[]
+            return [RecordingProxy(item, f"{path}[]", recorder) for item in value]
         return value
 
     def __setattr__(self, name: str, value: Any) -> None:

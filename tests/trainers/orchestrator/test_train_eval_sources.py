@@ -153,6 +153,47 @@ def test_a_token_sized_step_resumes_from_its_written_counts(tokenizer, tmp_path)
     assert "cannot be replayed" in caught.value.problem
 
 
+ALGOS = [
+    {"type": "grpo", "length_penalty": {"type": "linear", "num_output_tokens_weight": 0.1}},
+    {"type": "max_rl"},
+    {"type": "rae", "decay": 0.5},
+    {"type": "echo", "roles": {"user": {"alpha": 0.3}}},
+    {"type": "opsd", "demo_key": "answer", "template": "Hint: {demonstration}"},
+]
+
+
+@pytest.mark.parametrize(
+    "algo", [*ALGOS, "opd", "sft"], ids=[*(a["type"] for a in ALGOS), "opd", "sft"]
+)
+def test_a_sources_own_algo_table_reaches_the_same_builder(
+    tokenizer, monkeypatch, canned_server, algo
+):
+    """What the field coverage counts on: a train source's algo table is handed to
+    build_learner exactly as [orchestrator.algo] is, and builds the same learner."""
+    from trainspec.trainers.orchestrator import sources as sources_module
+
+    if algo in ("opd", "sft"):  # a frozen model: a server that lists it
+        base_url, _ = canned_server({"object": "list", "data": [{"id": "teacher"}]})
+        client = {"name": "teacher", "base_url": base_url, "headers": {"X-Team": "rl"}}
+        algo = {"type": "opd", "teacher": client} if algo == "opd" else {
+            "type": "sft", "sampling": {"source": client}}  # fmt: skip
+
+    calls = []
+    real = sources_module.build_learner
+
+    def recording(table, path, name, context):
+        learner = real(table, path, name, context)
+        calls.append((table.model_dump(), type(learner), path))
+        return learner
+
+    monkeypatch.setattr(sources_module, "build_learner", recording)
+    train_sources(config(algo=algo, train={"source": [{"env": RT}]}), tokenizer)
+    train_sources(config(train={"source": [{"env": RT, "algo": algo}]}), tokenizer)
+    (top, top_type, top_path), (own, own_type, own_path) = calls
+    assert own == top and own_type is top_type
+    assert (top_path, own_path) == ("orchestrator.algo", "orchestrator.train.source[0].algo")
+
+
 def test_what_a_built_in_taskset_cannot_honour_is_refused_by_its_path(tokenizer):
     bash = {**RT, "agent": {"harness": {"id": "bash"}}, "id": "best-of-n"}
     turns = {"taskset": {"id": "builtin:reverse-text", "min_turns": 2}}

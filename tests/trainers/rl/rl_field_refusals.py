@@ -62,7 +62,16 @@ RL_REFUSALS = [
 # in-memory broadcasts it cannot receive, as the trainer does. Its refusals name the field as the
 # `rl` command's config does, under [orchestrator] ("orchestrator.weight_broadcast.type"), like
 # its other SetupErrors (policy.py, task.py, sampler_openai.py).
-EVAL = {"eval.source": [{"env": {"taskset": {"id": "builtin:reverse-text"}}}]}
+RT = {"taskset": {"id": "builtin:reverse-text"}}
+EVAL = {"eval.source": [{"env": RT}]}
+# what evaluation never sends, at the group table and a source's own
+EVAL_SAMPLING = (
+    ("top_p", 0.9),
+    ("top_k", 5),
+    ("min_p", 0.1),
+    ("reasoning_effort", "low"),
+    ("extra_body", {"x": 1}),
+)
 TEACHER = {"name": "teacher", "base_url": "http://127.0.0.1:9/v1"}
 # What the orchestrator cannot do yet (trainers/orchestrator/support.py, algorithms.py), and the
 # renderer settings it refuses as the SFT trainer does (preflight.renderer_refusals).
@@ -104,14 +113,18 @@ NOT_BUILT = [
     ("ckpt.skip_progress", {"ckpt.skip_progress": True, "ckpt.wait_for_weights_timeout": 5}, False),
     ("pad_to_multiple_of", {"pad_to_multiple_of": 5}, False),
     ("train.sampling.extra_body", {"train.sampling.extra_body": {"top_k": 5}}, False),
+    ("eval.source[].ratio", {"eval.source": [{"env": RT, "ratio": 2.0}]}, False),
+    ("train.source[].curriculum", {"train.source": [{"env": RT, "curriculum": {}}]}, False),
     *[
-        (f"eval.sampling.{key}", {**EVAL, f"eval.sampling.{key}": value}, False)
-        for key, value in (
-            ("top_p", 0.9),
-            ("top_k", 5),
-            ("min_p", 0.1),
-            ("reasoning_effort", "low"),
-            ("extra_body", {"x": 1}),
+        row
+        for key, value in EVAL_SAMPLING
+        for row in (
+            (f"eval.sampling.{key}", {**EVAL, f"eval.sampling.{key}": value}, False),
+            (
+                f"eval.source[].sampling.{key}",
+                {"eval.source": [{"env": RT, "sampling": {key: value}}]},
+                False,
+            ),
         )
     ],
     (

@@ -684,3 +684,48 @@ def run_orchestrator_token_batch(out: Path, recorder: FieldRecorder, policy: Pat
     ]
     assert len(logged) == 2 and all(r["tokens"] >= 150 for r in logged)
     assert 0 < lines[0]["used"][0] < lines[1]["used"][0]  # prompts taken, counted on
+
+
+ARITH = Path(__file__).resolve().parents[3] / "configs" / "rl" / "arith"
+
+
+def run_orchestrator_data(out: Path, recorder: FieldRecorder, policy: Path) -> None:
+    """Sources of your own data and rewards (the arith demo's files), each table of a source
+    written out: its name, data, rewards and weights, and its own sampling."""
+    data = {"prompt": "prompt", "split": "train", "subset": "None", "system_prompt": "Add."}
+    config = orchestrator_config(
+        out,
+        "orchestrator-data",
+        {
+            "train.source": [
+                {
+                    "name": "sums",
+                    "data": {"name": str(ARITH / "train.jsonl"), **data},
+                    "reward": ["math_answer", f"{ARITH / 'rewards.py'}:close"],
+                    "reward_weights": [1.0, 0.1],
+                    "ratio": 1.0,
+                    "group_size": 2,
+                    "sampling": {"temperature": 1.0, "max_completion_tokens": 4, "extra_body": {}},
+                }
+            ],
+            "eval": {
+                "source": [
+                    {
+                        "name": "sums-test",
+                        "data": {"name": str(ARITH / "test.jsonl"), **data},
+                        "reward": ["math_answer"],
+                        "reward_weights": "None",
+                        "num_examples": 2,
+                        "group_size": 1,
+                        "interval": 1,
+                        "sampling": {"temperature": "None", "max_completion_tokens": 3},
+                    }
+                ],
+            },
+        },
+    )
+    with signals_kept(), trainer_stand_in(config, policy) as batches:
+        assert run_orchestrator_plain(recorder, config) == 0
+    assert [b.step for b in batches] == [0, 1]
+    logged = metrics(out / "orchestrator-data" / "orchestrator")
+    assert any("eval/sums-test/reward" in r for r in logged)

@@ -29,6 +29,7 @@ it the compiled trainer run (about 20 s once torch's compile cache is warm).
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -61,6 +62,7 @@ from rl_field_runs import (  # noqa: E402
     run_everything_on,
     run_filesystem_transport,
     run_moe,
+    run_orchestrator_data,
     run_orchestrator_distill,
     run_orchestrator_environment,
     run_orchestrator_local,
@@ -71,17 +73,41 @@ from rl_field_runs import (  # noqa: E402
     train_recorded,
 )
 
-from trainspec.config.schema_info import schema_info  # noqa: E402
+from trainspec.config.schema_info import SchemaInfo, schema_info  # noqa: E402
 from trainspec.trainers.errors import SetupError, SetupErrors  # noqa: E402
 
 torch.set_num_threads(1)
 
 KINDS = ("rl", "orchestrator")
 SCHEMAS = {kind: schema_info(kind) for kind in KINDS}
-LEAVES = {
-    kind: sorted(".".join(path) for path in schema.keys if not schema.children.get(path))
-    for kind, schema in SCHEMAS.items()
-}
+
+
+def item_leaves(schema, array: tuple[str, ...]) -> list[str]:
+    """The leaves inside the tables of an array of tables (`train.source[].ratio`)."""
+    node = schema.schema
+    for part in array:
+        node = schema.resolve(node)
+        properties = {}
+        for branch in [node, *node.get("anyOf", []), *node.get("allOf", [])]:
+            properties.update(schema.resolve(branch).get("properties", {}))
+        node = schema.resolve(properties[part])
+    items = next(schema.resolve(b)["items"] for b in [node, *node.get("anyOf", [])] if "items" in b)
+    inner = SchemaInfo({"$defs": schema.schema.get("$defs", {}), **schema.resolve(items)})
+    prefix = ".".join(array) + "[]."
+    return [prefix + ".".join(p) for p in inner.keys if not inner.children.get(p)]
+
+
+def leaves_of(schema) -> list[str]:
+    out = []
+    for path, info in schema.keys.items():
+        if not schema.children.get(path):
+            out.append(".".join(path))
+            if info.items is not None and "object" in info.items.types:
+                out += item_leaves(schema, path)
+    return sorted(out)
+
+
+LEAVES = {kind: leaves_of(schema) for kind, schema in SCHEMAS.items()}
 # Old names the config layer rejects with their new name; they never reach a loop.
 RENAMED = {
     kind: {".".join(path): info.renamed_to for path, info in schema.keys.items() if info.renamed_to}
@@ -165,6 +191,7 @@ def orchestrator_consumed(tmp_path_factory, policy) -> FieldRecorder:
         run_orchestrator_openai(out, recorder, policy, mp)
         run_orchestrator_distill(out, recorder, policy, mp)
         run_orchestrator_environment(out, recorder, policy)
+        run_orchestrator_data(out, recorder, policy)
         run_orchestrator_token_batch(out, recorder, policy)
     return recorder
 
@@ -209,7 +236,7 @@ def naming(kind: str, err: BaseException | None, path: str) -> list[SetupError]:
         return []
     errors = err.errors if isinstance(err, SetupErrors) else [err]
     names = {path, ORCHESTRATOR_PREFIX + path} if kind == "orchestrator" else {path}
-    return [e for e in errors if e.path in names]
+    return [e for e in errors if re.sub(r"\[\d+\]", "[]", e.path) in names]
 
 
 def refused_rows(kind: str, outcomes: Outcomes) -> list[tuple[str, str, dict]]:
@@ -247,7 +274,18 @@ def refused_by(kind: str, leaf: str, outcomes: Outcomes) -> str | None:
     return None
 
 
+# A train source's own algo table is the top-level one's class, handed to the same builder
+# (sources.py: build_learner(source.algo or config.algo, ...)); its leaves count as those of
+# [orchestrator.algo], and test_a_sources_own_algo_table_reaches_the_same_builder proves the
+# hand-off (tests/trainers/orchestrator/test_train_eval_sources.py).
+SOURCE_ALGO = "train.source[].algo."
+
+
 def how_consumed(kind: str, leaf: str, request) -> str | None:
+    if kind == "orchestrator" and leaf.startswith(SOURCE_ALGO):
+        inner = "algo." + leaf.removeprefix(SOURCE_ALGO)
+        how = how_consumed(kind, inner, request)
+        return f"as {inner}, {how} (the same build_learner)" if how else None
     consumed = consumed_of(kind, request)
     outcomes, refused_reads = refused_of(kind, request)
     if consumed.readers(leaf):
@@ -406,7 +444,11 @@ def test_an_opsd_renderer_setting_reaches_the_renderers_package(monkeypatch):
 def test_recorded_paths_are_schema_keys(kind, request):
     _, refused_reads = refused_of(kind, request)
     recorded = consumed_of(kind, request).paths() | refused_reads.paths()
-    unknown = sorted(p for p in recorded if tuple(p.split(".")) not in SCHEMAS[kind].keys)
+    known = {".".join(path) for path in SCHEMAS[kind].keys}
+    for leaf in LEAVES[kind]:  # and the tables inside an array's tables (train.source[].data)
+        parts = leaf.split(".")
+        known |= {".".join(parts[:end]) for end in range(1, len(parts) + 1)}
+    unknown = sorted(p for p in recorded if p not in known)
     assert not unknown, f"{kind}: read paths the schema does not have: {unknown}"
 
 
