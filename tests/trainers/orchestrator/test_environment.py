@@ -196,3 +196,50 @@ def test_a_server_samplers_request_extras_reach_the_server(tokenizer, policy, pl
     finally:
         server.close()
     assert "top_k" in caught.value.problem
+
+
+SERVER = """
+import logging
+import sys
+import verifiers.v1 as vf
+from verifiers.v1.serve import env_config_data, serve_env
+
+config = vf.resolve_env_config({"taskset": {"id": "trainspec-reverse-text"},
+                                "agent": {"harness": {"id": "null"},
+                                          "runtime": {"type": "subprocess"}}})
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)  # a line per rollout it plays
+serve_env(max_workers=1, address=sys.argv[1], config_data=env_config_data(config))
+"""
+
+
+def test_a_source_with_a_serve_address_plays_on_that_environment_server(
+    tokenizer, policy, player, tmp_path
+):
+    """verifiers' own env server, in a process of its own: the episodes it plays are the
+    ones played here, token for token."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    (tmp_path / "server.py").write_text(SERVER)
+    log = (tmp_path / "server.log").open("w")
+    server = subprocess.Popen([sys.executable, str(tmp_path / "server.py"), address], stderr=log)
+    try:
+        served = EnvTask.from_env(env(), PATH, player, seed=0, address=address)
+        here = EnvTask.from_env(env(), PATH, player, seed=0)
+        prompts = served.first(2)
+        remote = play(served, policy, prompts, n=2)
+        local = play(here, policy, here.first(2), n=2)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+    assert (tmp_path / "server.log").read_text().count("rollout done") == 4  # played there
+    for (group, rewards), (want, want_rewards) in zip(remote, local, strict=True):
+        assert [c.prompt_ids for c in group] == [c.prompt_ids for c in want]
+        assert [c.token_ids for c in group] == [c.token_ids for c in want]
+        assert [c.mask for c in group] == [c.mask for c in want]
+        assert rewards == pytest.approx(want_rewards)

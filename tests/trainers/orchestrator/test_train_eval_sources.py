@@ -206,7 +206,7 @@ def test_what_a_built_in_taskset_cannot_honour_is_refused_by_its_path(tokenizer)
     assert "orchestrator.train.source[1].env.id" in found
     assert "orchestrator.train.source[2].env.taskset.min_turns" in found
     assert "orchestrator.train.source[2].curriculum" in found
-    assert "orchestrator.train.source[2].serve" in found
+    assert "orchestrator.train.source[2].serve.address" in found
 
 
 def test_the_plain_chat_harness_is_a_built_in_taskset_s_own(tokenizer):

@@ -22,6 +22,9 @@ verifiers episode played against an OpenAI-compatible endpoint that serves the p
   imported as the module named after the file, and loads like an installed taskset.
 * An episode that fails (harness, runtime, endpoint) is left out of its group and counted in
   the log; a step whose every episode failed stops the run with the first error.
+* A source whose `serve.address` is set plays on the environment server there (verifiers'
+  env server, started elsewhere), which the orchestrator waits for; the tasks are still
+  loaded here, and each episode request carries its task, as the reference does.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ INSTALL_FIX = (
     '("builtin:reverse-text") or your own data and reward'
 )
 TEMPLATE_RENDERERS = ("auto", "default")  # the tokenizer's chat template: renderers' "default"
+SERVER_WAIT_S = 600.0  # how long an environment server may take to answer, as the reference
 
 
 def _verifiers(path: str):
@@ -201,6 +205,7 @@ class EnvPlayer:
         self._renderer = self._renderer_config(renderer_cfg)
         self._servers: dict[int, Any] = {}
         self._serving: set[int] = set()
+        self._env_clients: dict[str, Any] = {}
         self._stack = contextlib.AsyncExitStack()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -245,12 +250,13 @@ class EnvPlayer:
         sampling = vf.Sampling(temperature=temperature, max_tokens=max_tokens, **extras)
         return vf.ModelContext(model=model, client=client, sampling=sampling)
 
-    def play(self, env, tasks: list, n: int, ctx) -> list:
-        """`n` episodes of every task, task-major; a failed one is an Episode with errors or the
-        exception it raised."""
+    def play(self, env, tasks: list, n: int, ctx, address: str | None = None) -> list:
+        """`n` episodes of every task, task-major, in this process or (`address`) on the
+        environment server there; a failed one is an Episode with errors or the exception it
+        raised."""
         from verifiers.v1.env import RunSlot
 
-        async def go() -> list:
+        async def here() -> list:
             if id(env) not in self._serving:
                 await self._stack.enter_async_context(env.serving())
                 self._serving.add(id(env))
@@ -259,7 +265,45 @@ class EnvPlayer:
             runs = (env.run_slot(slot, ctx, gate) for slot in slots)
             return await asyncio.gather(*runs, return_exceptions=True)
 
-        return asyncio.run_coroutine_threadsafe(go(), self._loop).result()
+        async def there(client) -> list:
+            gate = asyncio.Semaphore(self.max_inflight or len(tasks) * n)
+
+            async def one(task):
+                async with gate:
+                    return await client.run(ctx.client, ctx.model, ctx.sampling,
+                                            task.data.model_dump())  # fmt: skip
+
+            runs = (one(task) for task in tasks for _ in range(n))
+            return await asyncio.gather(*runs, return_exceptions=True)
+
+        if address is None:
+            return asyncio.run_coroutine_threadsafe(here(), self._loop).result()
+        client = self._env_client(address)
+        return asyncio.run_coroutine_threadsafe(there(client), self._loop).result()
+
+    def _env_client(self, address: str):
+        """A client of the environment server at `address`, once it answers its health
+        check."""
+        if address not in self._env_clients:
+            from verifiers.v1.serve import EnvClient
+
+            async def connect():
+                client = EnvClient(address)
+                await client.wait_for_server_startup(timeout=SERVER_WAIT_S)
+                self._stack.push_async_callback(client.close)
+                return client
+
+            future = asyncio.run_coroutine_threadsafe(connect(), self._loop)
+            try:
+                self._env_clients[address] = future.result()
+            except TimeoutError:
+                raise SetupError(
+                    "serve.address",
+                    f"= {address!r}: no environment server answered in {SERVER_WAIT_S:.0f} s",
+                    "start it first (verifiers' env server for this source's env table), or "
+                    "drop serve.address to play the environment in the orchestrator",
+                ) from None
+        return self._env_clients[address]
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # tearing down: the run's result stands
@@ -282,10 +326,13 @@ class EnvTask(PromptStream):
     """The tasks of a verifiers taskset, in a seeded order per epoch (a finite taskset) or in
     the taskset's own order (an infinite one), played as episodes."""
 
-    def __init__(self, config, path: str, player: EnvPlayer, *, seed: int) -> None:
+    def __init__(
+        self, config, path: str, player: EnvPlayer, *, seed: int, address: str | None = None
+    ) -> None:
         super().__init__()
         vf = _verifiers(f"{path}.taskset.id")
         self.path = path
+        self.address = address  # an environment server's, else episodes play here
         self.player = player
         self.seed = seed
         try:
@@ -305,8 +352,10 @@ class EnvTask(PromptStream):
             raise SetupError(f"{path}.taskset", f"{config.taskset.id!r} has no tasks", "check it")
 
     @classmethod
-    def from_env(cls, env: dict, path: str, player: EnvPlayer, *, seed: int) -> EnvTask:
-        return cls(env_config(env, path), path, player, seed=seed)
+    def from_env(
+        cls, env: dict, path: str, player: EnvPlayer, *, seed: int, address: str | None = None
+    ) -> EnvTask:
+        return cls(env_config(env, path), path, player, seed=seed, address=address)
 
     def _prompt(self, index: int) -> Prompt:
         return Prompt([], "", task=self.rows[index])
@@ -337,7 +386,11 @@ class EnvTask(PromptStream):
     def rollouts(self, prompts, n, sampler, *, temperature, max_tokens, seed):
         """The episodes' trainable branches and their traces' rewards, per prompt."""
         ctx = self.player.context(sampler, temperature=temperature, max_tokens=max_tokens)
-        episodes = self.player.play(self.env, [p.task for p in prompts], n, ctx)
+        try:
+            episodes = self.player.play(self.env, [p.task for p in prompts], n, ctx, self.address)
+        except SetupError as err:  # the server never answered: name the source's setting
+            raise SetupError(self.path.removesuffix(".env") + "." + err.path, err.problem,
+                             err.fix) from None  # fmt: skip
         played, failed = [], []
         for index in range(len(prompts)):
             completions: list[Completion] = []

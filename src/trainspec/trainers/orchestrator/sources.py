@@ -92,7 +92,10 @@ def _task(source, path: str, tokenizer, *, seed: int, role: str, render, players
     if source.data is not None:
         return DataTask.from_source(source, path, tokenizer, seed=seed, render=render)
     if is_environment(source):
-        return EnvTask.from_env(source.env, f"{path}.env", players.get(), seed=seed)
+        address = source.serve.get("address")
+        return EnvTask.from_env(
+            source.env, f"{path}.env", players.get(), seed=seed, address=address
+        )
     return Task.from_env(source.env, f"{path}.env", tokenizer, seed=seed, role=role, render=render)
 
 
@@ -131,14 +134,17 @@ def _collect(errors: list[SetupError], build: Callable, *args, **kwargs) -> Any:
 
 
 def _not_served(source, path: str, errors: list[SetupError]) -> None:
-    """Keys that configure environment servers: this build plays every environment inside
-    the orchestrator, without one."""
-    if source.serve:
+    """Keys that configure environment servers: an environment source may name one started
+    elsewhere (`address`); this build starts none, so the settings of one are refused."""
+    served = dict(source.serve)
+    if is_environment(source) and isinstance(served.get("address"), str):
+        served.pop("address")
+    for key, value in served.items():
         errors.append(
             SetupError(
-                f"{path}.serve",
-                f"= {source.serve!r}: this build plays environments inside the orchestrator, "
-                "without an environment server",
+                f"{path}.serve.{key}",
+                f"= {value!r}: this build starts no environment servers (an environment source "
+                "plays in the orchestrator, or on the server at serve.address)",
                 "drop it (concurrency.max_inflight bounds the episodes in flight)",
             )
         )

@@ -46,8 +46,8 @@ def check_support(config) -> None:
     if config.env_server_base_port != 5000:
         refuse(
             "env_server_base_port",
-            "is set: this build plays environments inside the orchestrator, with no environment "
-            "servers",
+            "is set: this build starts no environment servers (an environment source plays in "
+            "the orchestrator, or on the server its serve.address names)",
         )
     if config.inference_metrics_roles is not None:
         refuse(
