@@ -50,7 +50,6 @@ INSTALL_FIX = (
     "pip install 'trainspec[envs]' (the verifiers library), or use a built-in taskset "
     '("builtin:reverse-text") or your own data and reward'
 )
-TEMPLATE_RENDERERS = ("auto", "default")  # the tokenizer's chat template: renderers' "default"
 SERVER_WAIT_S = 600.0  # how long an environment server may take to answer, as the reference
 
 
@@ -217,9 +216,9 @@ class EnvPlayer:
 
     @staticmethod
     def _renderer_config(renderer_cfg):
-        from ..sft.named_renderers import renderer_config, variant_settings
+        from ..sft.named_renderers import renderer_config, uses_named_renderer, variant_settings
 
-        if renderer_cfg is None or renderer_cfg.name in TEMPLATE_RENDERERS:
+        if not uses_named_renderer(renderer_cfg):  # the tokenizer's chat template
             return renderer_config("default", {})
         return renderer_config(renderer_cfg.name, variant_settings(renderer_cfg))
 

@@ -224,16 +224,14 @@ def run(config) -> int:
                 completion.text,
                 prompt.answer,
             )
-        samples, flat, lengths = batch.samples, batch.rewards, batch.lengths
-        truncated, distilled = batch.truncated, batch.distilled
         shares = pack_samples(
-            samples,
+            batch.samples,
             seq_len=config.seq_len,
             micro_batch_size=config.micro_batch_size,
             ranks=config.num_train_workers,
             pad_id=pad_id,
         )
-        mean_reward = sum(flat) / max(1, len(flat))
+        mean_reward = sum(batch.rewards) / max(1, len(batch.rewards))
         temperature = sources[0].sampling.temperature
         for rank, share in enumerate(shares):
             sender.send(
@@ -242,14 +240,20 @@ def run(config) -> int:
         done = time.perf_counter()
         metrics = {
             "reward": mean_reward,
-            "reward_std": float(torch.tensor(flat).std()) if len(flat) > 1 else 0.0,
-            "shipped_samples": len(samples),
+            "reward_std": float(torch.tensor(batch.rewards).std())
+            if len(batch.rewards) > 1
+            else 0.0,
+            "shipped_samples": len(batch.samples),
             "tokens": batch.tokens,  # prompt + completion tokens of every completion played
-            "completion_len": sum(lengths) / max(1, len(lengths)),
-            "truncated": truncated / max(1, len(flat)),
-            **({"teacher_kl": -sum(distilled) / len(distilled)} if distilled else {}),
+            "completion_len": sum(batch.lengths) / max(1, len(batch.lengths)),
+            "truncated": batch.truncated / max(1, len(batch.rewards)),
+            **(
+                {"teacher_kl": -sum(batch.distilled) / len(batch.distilled)}
+                if batch.distilled
+                else {}
+            ),
             "policy_step": policy.step,
-            "samples_per_s": len(flat) / (done - started),
+            "samples_per_s": len(batch.rewards) / (done - started),
             "sample_time_s": done - started,
             "wait_s": started - waited,
         }
