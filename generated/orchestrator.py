@@ -504,7 +504,7 @@ class EvalSourceConfig(ConfigModel):
     serve: Annotated[
         dict[str, Any],
         Field(
-            description="How the environment's server is hosted (verifiers' serve settings); an `address` means a server started elsewhere."
+            description="How the environment's server is hosted (verifiers' serve settings). `address` names a server started elsewhere; without one, `pool` or `max_concurrent` has the orchestrator start a server for this source at `env_server_base_port` + its index. With no serve table the environment plays in the orchestrator."
         ),
     ] = {}
     ratio: Annotated[
@@ -621,7 +621,7 @@ class TrainSourceConfig(ConfigModel):
     serve: Annotated[
         dict[str, Any],
         Field(
-            description="How the environment's server is hosted (verifiers' serve settings); an `address` means a server started elsewhere."
+            description="How the environment's server is hosted (verifiers' serve settings). `address` names a server started elsewhere; without one, `pool` or `max_concurrent` has the orchestrator start a server for this source at `env_server_base_port` + its index. With no serve table the environment plays in the orchestrator."
         ),
     ] = {}
     ratio: Annotated[
@@ -813,7 +813,7 @@ class OrchestratorConfig(ConfigModel):
     env_server_base_port: Annotated[
         int,
         Field(
-            description="Port of the first environment server; source i (train sources first, then eval) listens on this port plus i.",
+            description="Port of the first environment server the orchestrator starts; source i (train sources first, then eval) listens on this port plus i, at 127.0.0.1.",
             ge=1,
             le=65535,
         ),

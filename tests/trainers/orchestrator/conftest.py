@@ -111,3 +111,21 @@ def scripted_weights(tmp_path_factory, tokenizer) -> Path:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="module")
+def policy(scripted_weights):
+    """The scripted checkpoint, loaded as the in-process sampler's policy."""
+    from trainspec.trainers.serve import load
+
+    return load(str(scripted_weights), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def player(tokenizer):
+    """An EnvPlayer (verifiers episodes), closed after the module's tests."""
+    from trainspec.trainers.orchestrator.environment import EnvPlayer
+
+    player = EnvPlayer(tokenizer, None, max_inflight=None)
+    yield player
+    player.close()

@@ -11,7 +11,7 @@ pytest.importorskip("verifiers", reason="the envs extra: pip install 'trainspec[
 
 from trainspec.trainers.errors import SetupError, SetupErrors  # noqa: E402
 from trainspec.trainers.orchestrator.algorithms import echo_ce_weights  # noqa: E402
-from trainspec.trainers.orchestrator.environment import EnvPlayer, EnvTask  # noqa: E402
+from trainspec.trainers.orchestrator.environment import EnvTask  # noqa: E402
 from trainspec.trainers.tasks import _prompt_ids, _stop_id, reverse_text  # noqa: E402
 
 PATH = "orchestrator.train.source[0].env"
@@ -20,20 +20,6 @@ AGENT = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
 
 def env(**taskset) -> dict:
     return {"taskset": {"id": "trainspec-reverse-text", **taskset}, "agent": AGENT}
-
-
-@pytest.fixture(scope="module")
-def policy(scripted_weights):
-    from trainspec.trainers.serve import load
-
-    return load(str(scripted_weights), device="cpu")
-
-
-@pytest.fixture(scope="module")
-def player(tokenizer):
-    player = EnvPlayer(tokenizer, None, max_inflight=None)
-    yield player
-    player.close()
 
 
 def play(task, policy, prompts, n=1, temperature=1.0):

@@ -199,7 +199,10 @@ def test_what_a_built_in_taskset_cannot_honour_is_refused_by_its_path(tokenizer)
     turns = {"taskset": {"id": "builtin:reverse-text", "min_turns": 2}}
     served = {"name": "y", "env": turns, "curriculum": {}, "serve": {"address": "tcp://h:1"}}
     verifiers = {"env": {"taskset": {"id": "reverse-text"}}}
-    cfg = config(train={"source": [verifiers, {"name": "x", "env": bash}, served]})
+    # a server started elsewhere is sized where it starts
+    sized = {"name": "z", "env": {"taskset": {"id": "reverse-text"}},
+             "serve": {"address": "tcp://h:1", "pool": {"type": "static"}}}  # fmt: skip
+    cfg = config(train={"source": [verifiers, {"name": "x", "env": bash}, served, sized]})
     found = refusals(train_sources, cfg, tokenizer)
     assert "verifiers" in found["orchestrator.train.source[0].env.taskset.id"]
     assert "one turn" in found["orchestrator.train.source[1].env.agent.harness"]
@@ -207,6 +210,8 @@ def test_what_a_built_in_taskset_cannot_honour_is_refused_by_its_path(tokenizer)
     assert "orchestrator.train.source[2].env.taskset.min_turns" in found
     assert "orchestrator.train.source[2].curriculum" in found
     assert "orchestrator.train.source[2].serve.address" in found
+    assert "started elsewhere" in found["orchestrator.train.source[3].serve.pool"]
+    assert "orchestrator.train.source[3].serve.address" not in found
 
 
 def test_the_plain_chat_harness_is_a_built_in_taskset_s_own(tokenizer):

@@ -630,21 +630,29 @@ def run_orchestrator_distill(
 
 def run_orchestrator_environment(out: Path, recorder: FieldRecorder, policy: Path) -> None:
     """A verifiers environment (the trainspec-reverse-text taskset, two turns an episode, the
-    `null` harness in a subprocess) as the train source and as an eval source, played against
-    the in-process policy served on localhost."""
+    `null` harness in a subprocess) as the train source, played against the in-process policy
+    served on localhost, and as an eval source played on an env server the orchestrator
+    starts for it (its serve table sizes one) at env_server_base_port + 1."""
     agent = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
     taskset = {"id": "trainspec-reverse-text"}
+    base = free_port()
     config = orchestrator_config(
         out,
         "orchestrator-environment",
         {
             "train.source": [{"env": {"taskset": {**taskset, "turns": 2}, "agent": agent}}],
             "train.filter_zero_advantages": False,  # a random policy's rewards are all alike
+            "env_server_base_port": base,
             "eval": {
                 "interval": 1,
                 "num_examples": 2,
                 "sampling": {"max_completion_tokens": 4},
-                "source": [{"env": {"taskset": {**taskset, "split": "test"}, "agent": agent}}],
+                "source": [
+                    {
+                        "env": {"taskset": {**taskset, "split": "test"}, "agent": agent},
+                        "serve": {"pool": {"type": "static", "num_workers": 1}},
+                    }
+                ],
             },
         },
     )
@@ -652,7 +660,13 @@ def run_orchestrator_environment(out: Path, recorder: FieldRecorder, policy: Pat
         assert run_orchestrator_plain(recorder, config) == 0
     assert [b.step for b in batches] == [0, 1]
     assert all(b.num_loss_tokens > 0 for b in batches)
-    logged = metrics(out / "orchestrator-environment" / "orchestrator")
+    own = out / "orchestrator-environment" / "orchestrator"
+    served = json.loads((own / "envs" / "eval" / "trainspec-reverse-text.json").read_text())
+    assert served["serve"]["address"] == f"tcp://127.0.0.1:{base + 1}"
+    # the evals at steps 0, 1 and 2 (the final weights), two episodes each, played there
+    log = (own / "envs" / "eval" / "trainspec-reverse-text.log").read_text()
+    assert log.count("rollout done") == 6
+    logged = metrics(own)
     assert any("eval/trainspec-reverse-text/reward" in r for r in logged)
     assert all("eval/trainspec-reverse-text/exact_match" not in r for r in logged)
 

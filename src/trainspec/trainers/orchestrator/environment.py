@@ -23,8 +23,9 @@ verifiers episode played against an OpenAI-compatible endpoint that serves the p
 * An episode that fails (harness, runtime, endpoint) is left out of its group and counted in
   the log; a step whose every episode failed stops the run with the first error.
 * A source whose `serve.address` is set plays on the environment server there (verifiers'
-  env server, started elsewhere), which the orchestrator waits for; the tasks are still
-  loaded here, and each episode request carries its task, as the reference does.
+  env server, started elsewhere or by env_servers.py), which the orchestrator waits for; the
+  tasks are still loaded here, and each episode request carries its task, as the reference
+  does.
 """
 
 from __future__ import annotations
@@ -104,6 +105,21 @@ def local_taskset(env: dict[str, Any], path: str) -> dict[str, Any]:
     return {**env, "taskset": {**taskset, "id": name}}
 
 
+def errors_at(path: str, exc, fix: str) -> SetupErrors:
+    """A pydantic ValidationError of verifiers' config classes, each error at its dotted path
+    under `path`."""
+    return SetupErrors(
+        [
+            SetupError(
+                ".".join([path, *(str(part) for part in error["loc"])]),
+                f"{error['msg']} (got {error.get('input')!r})",
+                fix,
+            )
+            for error in exc.errors()
+        ]
+    )
+
+
 def env_config(env: dict[str, Any], path: str):
     """The verifiers config of a source's `env` table, checked by verifiers' own classes."""
     from pydantic import ValidationError
@@ -113,15 +129,8 @@ def env_config(env: dict[str, Any], path: str):
     try:
         return vf.resolve_env_config(env)
     except ValidationError as exc:
-        raise SetupErrors(
-            [
-                SetupError(
-                    ".".join([path, *(str(part) for part in error["loc"])]),
-                    f"{error['msg']} (got {error.get('input')!r})",
-                    "fix the value; the environment's settings are its own (see its docs)",
-                )
-                for error in exc.errors()
-            ]
+        raise errors_at(
+            path, exc, "fix the value; the environment's settings are its own (see its docs)"
         ) from None
     except (ImportError, TypeError, ValueError, AttributeError) as exc:  # the plugin is missing
         raise SetupError(

@@ -160,10 +160,14 @@ def run(config) -> int:
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_id
     local = config.sampler.type == "local"
     players = Players(config, tokenizer)  # plays the verifiers environments, if any
-    sources = train_sources(
-        config, tokenizer, render, local=local, stop_id=stop_id, players=players
-    )
-    held_out = eval_sources(config, tokenizer, render, players=players)
+    try:
+        sources = train_sources(
+            config, tokenizer, render, local=local, stop_id=stop_id, players=players
+        )
+        held_out = eval_sources(config, tokenizer, render, players=players)
+    except BaseException:  # refused: stop the environment servers already started
+        players.close()
+        raise
     if config.token_batch_size is None:
         picker: SourcePicker | TokenPicker = SourcePicker(
             sources, config.batch_size or 128, config.seed

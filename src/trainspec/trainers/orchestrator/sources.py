@@ -27,6 +27,7 @@ from trainspec.validators.orchestrator import source_name
 
 from ..errors import SetupError, SetupErrors, raise_all
 from .data_task import DataTask
+from .env_servers import EnvServers
 from .environment import EnvPlayer, EnvTask
 from .learners import Hinted, Learner, build_learner
 from .prompts import prompt_renderer
@@ -87,12 +88,17 @@ def is_environment(source) -> bool:
     return isinstance(ident, str) and bool(ident) and not ident.startswith(BUILTIN_PREFIX)
 
 
-def _task(source, path: str, tokenizer, *, seed: int, role: str, render, players: Players):
-    """A source's task: its own data and reward, its built-in taskset, or its environment."""
+def _task(
+    source, path: str, tokenizer, *, seed: int, role: str, render, players: Players, index: int
+):
+    """A source's task: its own data and reward, its built-in taskset, or its environment
+    (played here, on the server its serve.address names, or on one started for it)."""
     if source.data is not None:
         return DataTask.from_source(source, path, tokenizer, seed=seed, render=render)
     if is_environment(source):
         address = source.serve.get("address")
+        if address is None and source.serve:
+            address = players.serve(source, path, split=role, index=index)
         return EnvTask.from_env(
             source.env, f"{path}.env", players.get(), seed=seed, address=address
         )
@@ -107,6 +113,18 @@ class Players:
         self.config = config
         self.tokenizer = tokenizer
         self.player: EnvPlayer | None = None
+        self.servers: EnvServers | None = None
+
+    def serve(self, source, path: str, *, split: str, index: int) -> str:
+        """The address of the environment server started for `source` (index i of the train
+        sources, then the eval sources)."""
+        if self.servers is None:
+            run_dir = Path(self.config.output_dir) / "orchestrator"
+            self.servers = EnvServers(run_dir, base_port=self.config.env_server_base_port)
+        name = source_name(source).replace("/", "_")
+        return self.servers.start(
+            source.env, dict(source.serve), path, split=split, index=index, name=name
+        )
 
     def get(self) -> EnvPlayer:
         if self.player is None:
@@ -120,6 +138,8 @@ class Players:
     def close(self) -> None:
         if self.player is not None:
             self.player.close()
+        if self.servers is not None:
+            self.servers.close()
 
 
 def _collect(errors: list[SetupError], build: Callable, *args, **kwargs) -> Any:
@@ -134,20 +154,31 @@ def _collect(errors: list[SetupError], build: Callable, *args, **kwargs) -> Any:
 
 
 def _not_served(source, path: str, errors: list[SetupError]) -> None:
-    """Keys that configure environment servers: an environment source may name one started
-    elsewhere (`address`); this build starts none, so the settings of one are refused."""
+    """A serve table configures a verifiers environment server: one started elsewhere
+    (`address`, whose sizing is its own) or one the orchestrator starts (every other key). A
+    built-in taskset or a dataset plays in the orchestrator and has none."""
     served = dict(source.serve)
-    if is_environment(source) and isinstance(served.get("address"), str):
-        served.pop("address")
-    for key, value in served.items():
-        errors.append(
-            SetupError(
-                f"{path}.serve.{key}",
-                f"= {value!r}: this build starts no environment servers (an environment source "
-                "plays in the orchestrator, or on the server at serve.address)",
-                "drop it (concurrency.max_inflight bounds the episodes in flight)",
+    if not is_environment(source):
+        for key, value in served.items():
+            errors.append(
+                SetupError(
+                    f"{path}.serve.{key}",
+                    f"= {value!r}: only a verifiers environment is served; a built-in "
+                    "taskset or a dataset plays in the orchestrator",
+                    "drop it (concurrency.max_inflight bounds the episodes in flight)",
+                )
             )
-        )
+    elif served.get("address") is not None:
+        for key, value in served.items():
+            if key != "address":
+                errors.append(
+                    SetupError(
+                        f"{path}.serve.{key}",
+                        f"= {value!r}: serve.address names a server started elsewhere, "
+                        "which is sized where it starts",
+                        "drop it, or drop serve.address to have the orchestrator start the server",
+                    )
+                )
 
 
 @dataclass
@@ -220,7 +251,7 @@ def train_sources(
         own = source.algo is not None
         algo = source.algo if own else config.algo
         task = _collect(errors, _task, source, path, tokenizer, seed=config.seed, role="train",
-                        render=render, players=players)  # fmt: skip
+                        render=render, players=players, index=index)  # fmt: skip
         if task is None:
             continue
         algo_path = f"{path}.algo" if own else PREFIX + "algo"
@@ -278,7 +309,8 @@ def eval_sources(
         _not_served(source, path, errors)
         sampling = _merged(group.sampling, source.sampling, extra_body=False)  # support.py
         task = _collect(errors, _task, source, path, tokenizer, seed=config.seed, role="eval",
-                        render=render, players=players)  # fmt: skip
+                        render=render, players=players,
+                        index=len(config.train.source) + index)  # fmt: skip
         if task is None:
             continue
         num_examples = (

@@ -35,6 +35,19 @@ def _changed(table, defaults) -> list[str]:
     ]
 
 
+def _starts_servers(config) -> bool:
+    """Whether the orchestrator starts an environment server: an environment source with a
+    serve table that names no address."""
+    from .sources import is_environment
+
+    groups = [config.train.source] + ([config.eval.source] if config.eval is not None else [])
+    return any(
+        is_environment(source) and source.serve and source.serve.get("address") is None
+        for group in groups
+        for source in group
+    )
+
+
 def check_support(config) -> None:
     errors: list[SetupError] = []
 
@@ -43,11 +56,13 @@ def check_support(config) -> None:
 
     if config.tasks_per_minute is not None:
         refuse("tasks_per_minute", "is set: this build does not rate-limit episodes")
-    if config.env_server_base_port != 5000:
+    if config.env_server_base_port != 5000 and not _starts_servers(config):
         refuse(
             "env_server_base_port",
-            "is set: this build starts no environment servers (an environment source plays in "
-            "the orchestrator, or on the server its serve.address names)",
+            "is set, and no source asks for an environment server (an environment source "
+            "plays in the orchestrator unless its serve table sizes one: serve.pool or "
+            "serve.max_concurrent)",
+            "drop it, or give the source a serve table",
         )
     if config.inference_metrics_roles is not None:
         refuse(

@@ -1,0 +1,98 @@
+"""Environment servers the orchestrator starts itself (orchestrator/env_servers.py): a source
+whose serve table sizes a server plays its episodes on verifiers' own env server, started in a
+process of its own, waited for, and stopped."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+pytest.importorskip("verifiers", reason="the envs extra: pip install 'trainspec[envs]'")
+
+from test_environment import AGENT, PATH, TASKSET, env, play  # noqa: E402
+
+from trainspec.trainers.errors import SetupError, SetupErrors  # noqa: E402
+from trainspec.trainers.orchestrator.env_servers import EnvServers  # noqa: E402
+from trainspec.trainers.orchestrator.environment import EnvTask  # noqa: E402
+
+SOURCE = "orchestrator.train.source[0]"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_sized_serve_table_plays_on_a_server_started_for_the_source(
+    tokenizer, policy, player, tmp_path
+):
+    """A pool of two spawned workers, each episode bound per worker: the episodes it plays
+    are the ones played in the orchestrator, token for token, and close() stops it all."""
+    base = free_port()
+    servers = EnvServers(tmp_path, base_port=base - 3)  # source 3 of the run
+    serve = {"pool": {"type": "static", "num_workers": 2}, "max_concurrent": 2}
+    try:
+        address = servers.start(env(), serve, SOURCE, split="eval", index=3, name="rt")
+        served = EnvTask.from_env(env(), PATH, player, seed=0, address=address)
+        here = EnvTask.from_env(env(), PATH, player, seed=0)
+        remote = play(served, policy, served.first(2), n=2)
+        local = play(here, policy, here.first(2), n=2)
+        (proc,) = servers.procs
+    finally:
+        servers.close()
+    assert address == f"tcp://127.0.0.1:{base}"
+    written = json.loads((tmp_path / "envs" / "eval" / "rt.json").read_text())
+    assert written["serve"]["pool"] == {"type": "static", "num_workers": 2}
+    assert written["serve"]["max_concurrent"] == 2 and written["serve"]["address"] == address
+    log = (tmp_path / "envs" / "eval" / "rt.log").read_text()
+    assert log.count("rollout done") == 4  # played there
+    assert proc.poll() is not None and not servers.procs
+    for (group, rewards), (want, want_rewards) in zip(remote, local, strict=True):
+        assert [c.token_ids for c in group] == [c.token_ids for c in want]
+        assert [c.mask for c in group] == [c.mask for c in want]
+        assert rewards == pytest.approx(want_rewards)
+
+
+def test_a_local_taskset_file_loads_in_every_pool_worker(policy, player, tmp_path, monkeypatch):
+    (tmp_path / "short_tasks.py").write_text(TASKSET)
+    monkeypatch.chdir(tmp_path)
+    table = {"taskset": {"id": "short_tasks.py"}, "agent": AGENT}
+    servers = EnvServers(tmp_path / "run", base_port=free_port())
+    try:
+        address = servers.start(
+            table, {"pool": {"type": "static", "num_workers": 2}}, SOURCE,
+            split="train", index=0, name="short",
+        )  # fmt: skip
+        task = EnvTask.from_env(table, PATH, player, seed=0, address=address)
+        [(group, rewards)] = play(task, policy, task.first(1))
+    finally:
+        servers.close()
+    assert group[0].text == "x" and rewards == [1.0]
+
+
+def test_a_server_that_cannot_start_is_named_with_its_log(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        servers = EnvServers(tmp_path, base_port=port)
+        with pytest.raises(SetupError) as caught:
+            servers.start(env(), {"max_concurrent": 1}, SOURCE, split="train", index=0,
+                          name="rt")  # fmt: skip
+        servers.close()
+    error = caught.value
+    assert error.path == f"{SOURCE}.serve" and "exited" in error.problem
+    assert "Address already in use" in error.problem and "env_server_base_port" in error.fix
+
+
+def test_the_serve_table_is_checked_by_verifiers_with_its_dotted_path(tmp_path):
+    servers = EnvServers(tmp_path, base_port=free_port())
+    with pytest.raises(SetupErrors) as caught:
+        servers.start(env(), {"max_concurrent": 0, "pool": {"type": "static", "num_workers": 1}},
+                      SOURCE, split="train", index=0, name="rt")  # fmt: skip
+    (error,) = caught.value.errors
+    assert error.path == f"{SOURCE}.serve.max_concurrent"
+    assert "greater than or equal to 1" in str(error) and not servers.procs
