@@ -88,6 +88,12 @@ def is_environment(source) -> bool:
     return isinstance(ident, str) and bool(ident) and not ident.startswith(BUILTIN_PREFIX)
 
 
+def starts_server(source) -> bool:
+    """Whether the orchestrator starts an environment server for `source`: an environment
+    whose serve table sizes one and names no address of a server started elsewhere."""
+    return is_environment(source) and bool(source.serve) and source.serve.get("address") is None
+
+
 def _task(
     source, path: str, tokenizer, *, seed: int, role: str, render, players: Players, index: int
 ):
@@ -97,7 +103,7 @@ def _task(
         return DataTask.from_source(source, path, tokenizer, seed=seed, render=render)
     if is_environment(source):
         address = source.serve.get("address")
-        if address is None and source.serve:
+        if starts_server(source):
             address = players.serve(source, path, split=role, index=index)
         return EnvTask.from_env(
             source.env, f"{path}.env", players.get(), seed=seed, address=address

@@ -38,14 +38,10 @@ def _changed(table, defaults) -> list[str]:
 def _starts_servers(config) -> bool:
     """Whether the orchestrator starts an environment server: an environment source with a
     serve table that names no address."""
-    from .sources import is_environment
+    from .sources import starts_server
 
     groups = [config.train.source] + ([config.eval.source] if config.eval is not None else [])
-    return any(
-        is_environment(source) and source.serve and source.serve.get("address") is None
-        for group in groups
-        for source in group
-    )
+    return any(starts_server(source) for group in groups for source in group)
 
 
 def check_support(config) -> None:
