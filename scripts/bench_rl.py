@@ -69,8 +69,10 @@ What differs between rl and TRL, on purpose or because it cannot be matched:
   teach nothing); TRL keeps them with advantage 0, which only adds their tokens to the divisor.
 - Packing: rl packs samples into rows of 256 tokens (position ids restart per sample); TRL pads
   every prompt + completion to the longest in its micro-batch.
-- Sampling: both call transformers' generate on the CPU; rl with num_return_sequences=8 on 16
-  prompts, TRL on the 16 prompts repeated 8 times. rl's orchestrator also reloads the weights
+- Sampling: both call transformers' generate on the CPU; rl prefills each of the 16 prompts once
+  and repeats its KV cache 8 times (sampler.prefill_shared_prompts: the samples of
+  num_return_sequences=8, a step's prefill cost / 8), TRL generates from the 16 prompts
+  repeated 8 times. rl's orchestrator also reloads the weights
   the trainer writes (broadcasts/step_N) every step; TRL samples from the weights it trains.
 - rl pays for the hand-over each step: the trainer writes the weights, the orchestrator polls
   for them (every 5 ms) and loads them, and the batch goes through a file the same way.

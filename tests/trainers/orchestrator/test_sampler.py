@@ -7,17 +7,23 @@ from __future__ import annotations
 import copy
 import json
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
 from trainspec.trainers.errors import SetupError
+from trainspec.trainers.orchestrator import sampler as sampler_module
 from trainspec.trainers.orchestrator.sampler import Completion, LocalSampler
 from trainspec.trainers.orchestrator.sampler_openai import OpenAISampler
 from trainspec.trainers.tasks import _prompt_ids, _stop_id, reverse_text
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from families import FAMILIES, VOCAB, tiny_model  # noqa: E402
 
 torch.set_num_threads(1)
 CPU = torch.device("cpu")
@@ -206,6 +212,43 @@ def test_a_tiny_temperature_samples_the_argmax(sampler, prompts):
     greedy = [c.token_ids for c in sampler.greedy(prompts, max_tokens=6)]
     groups = sampler.sample(prompts, 2, temperature=1e-3, max_tokens=6, seed=0)
     assert [[c.token_ids for c in g] for g in groups] == [[ids, ids] for ids in greedy]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_each_prompt_is_prefilled_once_with_the_plain_samples(family, monkeypatch):
+    """n completions of a prompt share one prefill (prefill_shared_prompts): on every family,
+    with sliding windows shorter than some prompts and left padding, the tokens and
+    log-probabilities equal those of generate's own num_return_sequences=n."""
+    model = tiny_model(family)
+    stop = 2
+    generator = torch.Generator().manual_seed(1)
+    lengths = [5, 23, 1 + 1, 12]  # longer and shorter than the windows of 16; one of 2 tokens
+    prompts = [torch.randint(3, VOCAB, (k,), generator=generator).tolist() for k in lengths]
+    sampler = LocalSampler(model, StubTokenizer(), stop, CPU)
+    prefilled = []
+    real_prefill = sampler_module.prefill_shared_prompts
+
+    def counting(model, input_ids, attention_mask, n):
+        prefilled.append(input_ids.size(0))
+        return real_prefill(model, input_ids, attention_mask, n)
+
+    monkeypatch.setattr(sampler_module, "prefill_shared_prompts", counting)
+    shared = sampler.sample(prompts, 4, temperature=1.0, max_tokens=10, seed=7)
+    assert prefilled == [len(prompts)]  # the prompts' rows, not prompts x n
+    monkeypatch.setattr(sampler_module, "shares_prompt_prefill", lambda *_: False)
+    plain = sampler.sample(prompts, 4, temperature=1.0, max_tokens=10, seed=7)
+    for mine, theirs in zip(sum(shared, []), sum(plain, []), strict=True):
+        assert mine.token_ids == theirs.token_ids
+        assert mine.logprobs == pytest.approx(theirs.logprobs, abs=1e-4)
+
+
+class StubTokenizer:
+    """Decodes ids as their numbers (the family models have no tokenizer of their own)."""
+
+    pad_token_id = 0
+
+    def decode(self, ids, skip_special_tokens=True):
+        return " ".join(map(str, ids))
 
 
 # --- OpenAISampler against a fake vLLM server ------------------------------------------------
