@@ -345,7 +345,7 @@ class EvalSamplingConfig(ConfigModel):
 
 class ConcurrencyConfig(ConfigModel):
     """
-    Bounds of the number of episodes in flight; train and eval share them.
+    Bounds of the number of episodes in flight, which follows a server's KV-cache usage between min_inflight and max_inflight; train and eval share them.
     """
 
     model_config = ConfigDict(
@@ -354,7 +354,7 @@ class ConcurrencyConfig(ConfigModel):
     initial_inflight: Annotated[
         int | None,
         Field(
-            description="Episodes in flight at the start; null starts from max_inflight.",
+            description="Episodes in flight at the start; null starts from the server's KV-cache capacity over max_model_len (max_inflight without it).",
             ge=1,
         ),
     ] = None

@@ -208,6 +208,19 @@ class FakeCompletionsServer:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def do_GET(self) -> None:  # noqa: N802
+                """vLLM's /metrics (a KV cache 10% used), what the adaptive cap reads."""
+                if self.path != "/metrics":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                data = b'vllm:kv_cache_usage_perc{engine="0"} 0.1\n'
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def log_message(self, *args) -> None:
                 pass
 
@@ -511,6 +524,8 @@ def run_orchestrator_openai(
                 },
             },
             "train.sampling.extra_body": {"top_k": -1},
+            # a cap on the episodes in flight that follows the server's KV-cache usage
+            "concurrency": {"initial_inflight": 2, "min_inflight": 2, "max_inflight": 4},
             "max_async_level": 0,
             "rollout_transport": {
                 "type": "zmq",
@@ -528,7 +543,11 @@ def run_orchestrator_openai(
         server.close()
     completions = [r for r in server.requests if r[0] == "/v1/completions"]
     reloads = [Path(r[1]["path"]).name for r in server.requests if r[0] == "/update_weights"]
-    assert len(completions) == 2
+    assert len(completions) == 4  # a request per prompt under the adaptive cap
+    assert all(len(body["prompt"]) == 1 and body["n"] == 2 for _, body, _ in completions)
+    logged = metrics(Path(config.output_dir) / "orchestrator")
+    caps = [row["inflight_cap"] for row in logged if "reward" in row]
+    assert caps[0] == 3.0 and caps[1] in (3.0, 4.0)  # grew from 2: all of it in use, KV 10%
     assert all(body["model"] == "served-tiny" for _, body, _ in completions)
     assert all(body["top_k"] == -1 for _, body, _ in completions)  # train.sampling.extra_body
     assert all(headers["Authorization"] == "Bearer secret" for *_, headers in completions)

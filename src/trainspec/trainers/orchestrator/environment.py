@@ -205,8 +205,9 @@ class EnvPlayer:
     loop in its own thread, each environment's serving resources held open, and a localhost
     server for each in-process sampler."""
 
-    def __init__(self, tokenizer, renderer_cfg, *, max_inflight: int | None) -> None:
+    def __init__(self, tokenizer, renderer_cfg, *, max_inflight: int | None, inflight=None) -> None:
         self.max_inflight = max_inflight
+        self.inflight = inflight  # an adaptive InflightLimit (inflight.py), or None
         self.tokenizer = tokenizer
         self._tokenizer_dir = tempfile.mkdtemp(prefix="trainspec-renderer-")
         tokenizer.save_pretrained(self._tokenizer_dir)  # what the train client's renderer loads
@@ -268,13 +269,13 @@ class EnvPlayer:
             if id(env) not in self._serving:
                 await self._stack.enter_async_context(env.serving())
                 self._serving.add(id(env))
-            gate = asyncio.Semaphore(self.max_inflight) if self.max_inflight else None
+            gate = self._gate()
             slots = [RunSlot(task) for task in tasks for _ in range(n)]
             runs = (env.run_slot(slot, ctx, gate) for slot in slots)
             return await asyncio.gather(*runs, return_exceptions=True)
 
         async def there(client) -> list:
-            gate = asyncio.Semaphore(self.max_inflight or len(tasks) * n)
+            gate = self._gate() or asyncio.Semaphore(len(tasks) * n)
 
             async def one(task):
                 async with gate:
@@ -288,6 +289,14 @@ class EnvPlayer:
             return asyncio.run_coroutine_threadsafe(here(), self._loop).result()
         client = self._env_client(address)
         return asyncio.run_coroutine_threadsafe(there(client), self._loop).result()
+
+    def _gate(self):
+        """What bounds the episodes in flight: the adaptive cap, max_inflight, or nothing."""
+        if self.inflight is not None and self.inflight.adaptive:
+            from .inflight import AsyncGate
+
+            return AsyncGate(self.inflight)
+        return asyncio.Semaphore(self.max_inflight) if self.max_inflight else None
 
     def _env_client(self, address: str):
         """A client of the environment server at `address`, once it answers its health

@@ -35,6 +35,7 @@ from ..run.heartbeat import Heartbeat
 from ..run.lock import lock_run_dir, release_run_dir
 from ..run.monitor import Monitor
 from ..run.run_dir import write_resolved_config
+from .inflight import build_inflight
 from .policy import Policy
 from .prompts import prompt_renderer
 from .report import draw_rl_plot
@@ -159,7 +160,8 @@ def run(config) -> int:
     render, stop_id = prompt_renderer(config.renderer, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_id
     local = config.sampler.type == "local"
-    players = Players(config, tokenizer)  # plays the verifiers environments, if any
+    inflight = build_inflight(config)  # episodes in flight: fixed, or following the KV cache
+    players = Players(config, tokenizer, inflight)  # plays the verifiers environments, if any
     try:
         sources = train_sources(
             config, tokenizer, render, local=local, stop_id=stop_id, players=players
@@ -167,6 +169,7 @@ def run(config) -> int:
         held_out = eval_sources(config, tokenizer, render, players=players)
     except BaseException:  # refused: stop the environment servers already started
         players.close()
+        inflight.close()
         raise
     if config.token_batch_size is None:
         picker: SourcePicker | TokenPicker = SourcePicker(
@@ -174,7 +177,7 @@ def run(config) -> int:
         )
     else:
         picker = TokenPicker(sources, config.seed, own_dir / "picks.jsonl", config.token_batch_size)
-    policy = Policy(config, run_dir, tokenizer, stop_id)
+    policy = Policy(config, run_dir, tokenizer, stop_id, inflight)
     sender = build_sender(config.rollout_transport, run_dir, config.num_train_workers)
     monitor = Monitor(config.monitors, own_dir, own_dir.name, document)
     heartbeat = Heartbeat(config.heartbeat)
@@ -257,6 +260,7 @@ def run(config) -> int:
                 else {}
             ),
             "policy_step": policy.step,
+            **inflight.metrics(),  # the adaptive cap and the KV-cache usage it follows
             "samples_per_s": len(batch.rewards) / (done - started),
             "sample_time_s": done - started,
             "wait_s": started - waited,
@@ -290,6 +294,7 @@ def run(config) -> int:
         source.learner.close()
     players.close()
     policy.close()
+    inflight.close()
     monitor.close()
     heartbeat.close()
     draw_rl_plot(run_dir)

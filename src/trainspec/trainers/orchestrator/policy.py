@@ -22,6 +22,7 @@ import torch
 
 from ..errors import SetupError
 from ..rl.broadcast import broadcast_dir, ready_steps
+from .inflight import InflightLimit
 from .sampler import LocalSampler, Sampler
 
 log = logging.getLogger("trainspec.orchestrator")
@@ -37,7 +38,9 @@ def _device(name: str) -> torch.device:
 
 
 class Policy:
-    def __init__(self, config, run_dir: Path, tokenizer, stop_id: int) -> None:
+    def __init__(
+        self, config, run_dir: Path, tokenizer, stop_id: int, inflight: InflightLimit | None = None
+    ) -> None:
         self.config = config
         self.run_dir = run_dir
         self.tokenizer = tokenizer
@@ -58,6 +61,7 @@ class Policy:
                 reload_path=cfg.reload_path,
                 extra_body=config.train.sampling.extra_body,
                 max_batch=config.concurrency.max_inflight,
+                inflight=inflight,
             )
 
     def _load(self, step: int) -> None:

@@ -19,6 +19,10 @@ it) POSTs {"method": "update_weights_from_path", "args": [<dir>]} there instead,
 POST /reset_prefix_cache. Without reload_path `load_weights` does nothing and the server is
 expected to pick up new weights itself.
 
+With an adaptive [orchestrator.concurrency] (inflight.py) every prompt is a request of its
+own, sent when the cap admits its n completions, so the number in flight follows the server's
+KV-cache usage; otherwise a request carries up to max_inflight completions.
+
 A server that cannot be reached (after a few retries with backoff), answers with an HTTP error or
 answers something unreadable is a SetupError on `orchestrator.sampler.base_url`; a reload the
 server refuses is one on `orchestrator.sampler.reload_path`.
@@ -27,10 +31,12 @@ server refuses is one on `orchestrator.sampler.reload_path`.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ..errors import SetupError
+from .inflight import InflightLimit
 from .sampler import Completion, truncate_at_stop
 
 FIELD = "sampler.base_url"
@@ -43,6 +49,7 @@ RETRY_STATUS = (502, 503, 504)  # a proxy or a server still starting up
 TOKEN_PREFIX = "token_id:"
 RPC_PATH = "/collective_rpc"  # vLLM's dev-mode route to a worker extension's methods
 RPC_METHOD = "update_weights_from_path"  # trainers/vllm_worker.py
+MAX_THREADS = 1024  # requests waiting on an adaptive cap, each on a thread of its own
 
 
 class OpenAISampler:
@@ -65,6 +72,7 @@ class OpenAISampler:
         max_batch: int | None = None,
         headers: dict[str, str] | None = None,
         field: str = FIELD,
+        inflight: InflightLimit | None = None,
     ) -> None:
         import httpx
 
@@ -82,7 +90,10 @@ class OpenAISampler:
         self.field = field  # the setting a connection error names
         headers = {**(headers or {}), **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
         self.headers = headers  # what an environment's client sends too (environment.py)
-        self._client = httpx.Client(timeout=timeout_s, headers=headers)
+        self.inflight = inflight  # an adaptive cap: one request per prompt, as it allows
+        # as many connections as requests in flight (httpx would queue past 100 by default)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        self._client = httpx.Client(timeout=timeout_s, headers=headers, limits=limits)
 
     def sample(
         self, prompts: list[list[int]], n: int, *, temperature: float, max_tokens: int, seed: int
@@ -91,6 +102,8 @@ class OpenAISampler:
         two equal prompts in one call get the same completions."""
         if not prompts:
             return []
+        if self.inflight is not None and self.inflight.adaptive:
+            return self._sample_gated(prompts, n, temperature, max_tokens, seed)
         per_call = max(1, (self.max_batch or len(prompts) * n) // n)
         groups: list[list[Completion]] = []
         for start in range(0, len(prompts), per_call):
@@ -100,6 +113,25 @@ class OpenAISampler:
             rows = self._complete(body, len(chunk) * n)
             groups += [rows[i * n : (i + 1) * n] for i in range(len(chunk))]
         return groups
+
+    def _sample_gated(
+        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int
+    ) -> list[list[Completion]]:
+        """One request per prompt (the seed of a one-prompt chunk), sent as the adaptive cap
+        admits its n completions; the cap moves as they finish (inflight.py)."""
+        assert self.inflight is not None
+        gate = self.inflight.gate
+
+        def one(index: int) -> list[Completion]:
+            body = {**self._body([prompts[index]], n, temperature, max_tokens), **self.extra_body}
+            body["seed"] = seed + index
+            with gate.hold(n):
+                return self._complete(body, n)
+
+        ceiling = self.inflight.fixed or len(prompts) * n
+        workers = max(1, min(len(prompts), MAX_THREADS, ceiling // n))
+        with ThreadPoolExecutor(workers, thread_name_prefix="sample") as pool:
+            return list(pool.map(one, range(len(prompts))))
 
     def greedy(self, prompts: list[list[int]], *, max_tokens: int) -> list[Completion]:
         if not prompts:

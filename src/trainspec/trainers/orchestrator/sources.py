@@ -115,9 +115,10 @@ class Players:
     """The one EnvPlayer of an orchestrator's environment sources, built when the first needs
     it (a run of built-in tasksets never imports verifiers)."""
 
-    def __init__(self, config, tokenizer) -> None:
+    def __init__(self, config, tokenizer, inflight=None) -> None:
         self.config = config
         self.tokenizer = tokenizer
+        self.inflight = inflight  # the orchestrator's InflightLimit (inflight.py)
         self.player: EnvPlayer | None = None
         self.servers: EnvServers | None = None
 
@@ -138,6 +139,7 @@ class Players:
                 self.tokenizer,
                 self.config.renderer,
                 max_inflight=self.config.concurrency.max_inflight,
+                inflight=self.inflight,
             )
         return self.player
 

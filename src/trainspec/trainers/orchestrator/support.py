@@ -90,12 +90,13 @@ def check_support(config) -> None:
             "sampler.base_url instead",
         )
     for key, default in (("initial_inflight", None), ("min_inflight", 1)):
-        if getattr(config.concurrency, key) != default:
+        if config.sampler.type == "local" and getattr(config.concurrency, key) != default:
             refuse(
                 f"concurrency.{key}",
-                "is set: this build keeps a fixed number of episodes in flight "
-                "(concurrency.max_inflight), not an adaptive one",
-                "set concurrency.max_inflight alone",
+                "is set: the number of episodes in flight follows a server's KV-cache usage, "
+                "and the in-process sampler has none (it samples max_inflight at a time)",
+                "set concurrency.max_inflight alone, or sample from vLLM "
+                '(sampler.type = "openai", or [inference] on a GPU under rl)',
             )
     if config.ckpt is not None and config.ckpt.skip_progress:
         refuse(
