@@ -6,7 +6,8 @@
 #      (scripts/gpu_bench.py): the defaults (FSDP2, state offloaded), the state on the GPU,
 #      and attn = "flash_attention_2" if flash-attn imports;
 #   3. where vLLM imports: `rl` with [inference] on a small random Qwen3 (vLLM started by rl,
-#      weights loaded after every step through trainspec's worker extension), 5 steps.
+#      weights loaded after every step through trainspec's worker extension), 5 steps, and
+#      the adaptive concurrency cap it followed (vLLM's KV-cache usage, from /metrics).
 #
 #     scripts/gpu_check.sh [LOG_DIR]
 #
@@ -72,6 +73,9 @@ env.taskset.id = "builtin:reverse-text"
 TOML
   timeout 600 "$PY" -m trainspec.trainers.rl_run.main "$RL_DIR/rl.toml" 2>&1 | tee "$LOG_DIR/rl_vllm.log" || status=1
   cp "$RL_DIR/run/logs/inference.log" "$LOG_DIR/" 2>/dev/null || true
+  # the adaptive concurrency cap against vLLM's own /metrics: inflight_cap and kv_usage a step
+  "$PY" -c "import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; print('concurrency:', [(r['step'], r.get('inflight_cap'), r.get('kv_usage')) for r in rows if 'reward' in r])" \
+    "$RL_DIR/run/orchestrator/metrics.jsonl" 2>&1 | tee -a "$LOG_DIR/rl_vllm.log" || status=1
 else
   echo "vllm does not import here: skipped (the stand-in test covers the process handling)"
 fi
