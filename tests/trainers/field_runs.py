@@ -22,6 +22,7 @@ from field_recorder import FieldRecorder
 from trainspec.config import load
 from trainspec.trainers.builtin import builtin_model_dir
 from trainspec.trainers.core.world import close_world
+from trainspec.trainers.serve import HttpServer
 
 TINY_MODEL = builtin_model_dir("builtin:tiny-qwen3")
 # What every coverage run of either trainer starts from: the built-in model cut to one layer,
@@ -145,7 +146,7 @@ def heartbeat_server():
         def log_message(self, *args) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = HttpServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

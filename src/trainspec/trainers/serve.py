@@ -36,6 +36,16 @@ from typing import Any
 
 from .errors import SetupError
 
+
+class HttpServer(ThreadingHTTPServer):
+    """http.server's threading server with a listen backlog for a sampler's burst: the
+    orchestrator sends one request per prompt at once (up to its in-flight cap), and the
+    standard backlog of 5 has the kernel reset the connections that overflow it."""
+
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 NEUTRAL = {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
 # What /inference/v1/generate's sampling_params may hold besides NEUTRAL's keys.
 GENERATE_PARAMS = {
@@ -138,7 +148,7 @@ class ModelServer:
             def log_message(self, *args) -> None:  # quiet: the orchestrator logs what matters
                 pass
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd = HttpServer((host, port), Handler)
         self.port = self.httpd.server_address[1]
         self.base_url = f"http://{host}:{self.port}/v1"
 

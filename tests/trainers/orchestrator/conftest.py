@@ -44,8 +44,10 @@ def canned_server():
     `answer` (a dict) and records each request's headers; returns (base URL, headers list).
     Closed when the test ends."""
     import json
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
     from threading import Thread
+
+    from trainspec.trainers.serve import HttpServer
 
     servers = []
 
@@ -67,7 +69,7 @@ def canned_server():
             def log_message(self, *args) -> None:
                 pass
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd = HttpServer(("127.0.0.1", 0), Handler)
         Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
         servers.append(httpd)
         return f"http://127.0.0.1:{httpd.server_address[1]}/v1", seen

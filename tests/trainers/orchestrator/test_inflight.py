@@ -8,7 +8,7 @@ import asyncio
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import SimpleNamespace
 
 import pytest
@@ -26,6 +26,7 @@ from trainspec.trainers.orchestrator.inflight import (
     parse_metrics,
 )
 from trainspec.trainers.orchestrator.sampler_openai import OpenAISampler
+from trainspec.trainers.serve import HttpServer
 
 STOP = 258
 
@@ -247,7 +248,7 @@ class KvServer:
             def log_message(self, *args) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = HttpServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()

@@ -7,9 +7,10 @@ from __future__ import annotations
 import copy
 import json
 import socket
+import struct
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from trainspec.trainers.errors import SetupError
 from trainspec.trainers.orchestrator import sampler as sampler_module
 from trainspec.trainers.orchestrator.sampler import Completion, LocalSampler
 from trainspec.trainers.orchestrator.sampler_openai import OpenAISampler
+from trainspec.trainers.serve import HttpServer
 from trainspec.trainers.tasks import _prompt_ids, _stop_id, reverse_text
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
@@ -287,8 +289,9 @@ def fake_choices(body: dict) -> list[dict]:
 
 
 class FakeServer:
-    """A ThreadingHTTPServer on a free port; `answers` is a queue of (status, body) overrides,
-    else /v1/completions answers like vLLM and any other path with {}."""
+    """A threading HTTP server on a free port; `answers` is a queue of (status, body) overrides
+    (status 0: the connection is reset unanswered), else /v1/completions answers like vLLM and
+    any other path with {}."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict, dict]] = []
@@ -301,6 +304,12 @@ class FakeServer:
                 fake.requests.append((self.path, body, dict(self.headers)))
                 if fake.answers:
                     status, answer = fake.answers.pop(0)
+                    if status == 0:  # an RST instead of an answer (SO_LINGER 0, then close)
+                        linger = struct.pack("ii", 1, 0)
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                        self.close_connection = True
+                        self.connection.close()
+                        return
                 elif self.path == "/v1/completions":
                     status, answer = (
                         200,
@@ -318,7 +327,7 @@ class FakeServer:
             def log_message(self, *args) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = HttpServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
@@ -412,6 +421,14 @@ def test_openai_http_500_is_a_setup_error_without_retry(server, tokenizer):
     assert caught.value.path == "sampler.base_url"
     assert "HTTP 500" in caught.value.problem and "boom" in caught.value.problem
     assert len(server.requests) == 1
+
+
+def test_openai_retries_a_reset_connection(server, tokenizer):
+    server.answers.append((0, None))
+    groups = openai_sampler(server.base_url, tokenizer).sample(
+        [[1]], 2, temperature=1.0, max_tokens=2, seed=0
+    )
+    assert len(server.requests) == 2 and [len(g) for g in groups] == [2]
 
 
 def test_openai_retries_a_server_still_starting(server, tokenizer):

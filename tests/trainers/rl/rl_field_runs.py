@@ -23,7 +23,7 @@ import signal
 import socket
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -36,6 +36,7 @@ from trainspec.trainers.core.world import close_world
 from trainspec.trainers.rl.batch import RolloutBatch
 from trainspec.trainers.rl.broadcast import ready_steps
 from trainspec.trainers.rl.transport import build_receiver, build_sender
+from trainspec.trainers.serve import HttpServer
 
 TINY_RL = {
     **TINY_TRAINER,
@@ -224,7 +225,7 @@ class FakeCompletionsServer:
             def log_message(self, *args) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = HttpServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from trainspec.config import load
 from trainspec.trainers.errors import SetupError
 from trainspec.trainers.run.heartbeat import Heartbeat
+from trainspec.trainers.serve import HttpServer
 
 WAIT_S = 60  # an upper bound on waiting for a thread, never a measured time
 
@@ -50,7 +51,7 @@ class Server:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = HttpServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/ping/trainer-1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()

@@ -245,7 +245,8 @@ class OpenAISampler:
         )
 
     def _post(self, url: str, body: dict[str, Any], *, reload: bool = False) -> dict[str, Any]:
-        """POST JSON, retrying connection failures and 502/503/504 with exponential backoff.
+        """POST JSON, retrying connection failures (a refused or reset connection) and
+        502/503/504 with exponential backoff.
         An HTTP error answer to a reload is reported on `reload_path`."""
         import httpx
 
@@ -253,7 +254,7 @@ class OpenAISampler:
         for attempt in range(self.retries + 1):
             try:
                 response = self._client.post(url, json=body)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
+            except (httpx.NetworkError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
                 reason = str(exc) or type(exc).__name__
                 error = SetupError(self.field, f"cannot reach {url}: {reason}", START_FIX)
             except httpx.TimeoutException:
