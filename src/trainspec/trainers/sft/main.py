@@ -131,7 +131,9 @@ def launch(config) -> int:
         sys.stderr.write(f"sft: cannot start\n{err.render()}\n")
         return 1
     run_dir = Path(config.output_dir) / config.run.dir
-    if os.environ.get("NODE_RANK", "0") == "0":  # node 0's launcher; rank 0 runs under it
+    # One node's launcher holds the lock for its workers. Several nodes' workers take their
+    # global ranks in the rendezvous (not by NODE_RANK), so rank 0, wherever it runs, claims it.
+    if nodes == 1:
         try:  # held for the workers until they end; rank 0 finds it held (lock.INHERITED)
             lock_run_dir(run_dir, "sft", setting="run.name")
         except SetupError as err:
