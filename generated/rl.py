@@ -14,6 +14,7 @@ from . import resume as resume_1
 from . import rl_trainer
 from . import rollout_transport as rollout_transport_1
 from . import run as run_1
+from . import slurm as slurm_1
 from . import tokenizer as tokenizer_1
 from . import weight_broadcast as weight_broadcast_1
 
@@ -239,72 +240,6 @@ class RLMultiNodeDeploymentConfig(ConfigModel):
     ] = False
 
 
-class SlurmConfig(ConfigModel):
-    """
-    The sbatch job an RL run is submitted as.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    job_name: Annotated[
-        str, Field(description="The job's name (--job-name).", examples=["math-rl"])
-    ] = "prime-rl"
-    project_dir: Annotated[
-        str,
-        Field(
-            description="The project directory the job runs in.",
-            examples=["/home/me/trainspec"],
-        ),
-    ] = "."
-    template_path: Annotated[
-        str | None,
-        Field(
-            description="A Jinja sbatch template of your own; null uses the bundled one.",
-            examples=["my_rl.sbatch.j2"],
-        ),
-    ] = None
-    partition: Annotated[
-        str,
-        Field(description="Partition to submit to (--partition).", examples=["gpu"]),
-    ] = "cluster"
-    nodelist: Annotated[
-        str | None,
-        Field(description="Nodes to run on (--nodelist).", examples=["node[01-04]"]),
-    ] = None
-    exclude: Annotated[
-        str | None,
-        Field(description="Nodes to avoid (--exclude).", examples=["node07"]),
-    ] = None
-    account: Annotated[
-        str | None,
-        Field(description="Account to charge (--account).", examples=["my-lab"]),
-    ] = None
-    time: Annotated[
-        str | None, Field(description="Time limit (--time).", examples=["24:00:00"])
-    ] = None
-    pre_run_command: Annotated[
-        str | None,
-        Field(
-            description="A shell command run on the batch node before the run starts.",
-            examples=["module load cuda"],
-        ),
-    ] = None
-    cleanup_grace_period: Annotated[
-        int,
-        Field(
-            description="Seconds the other nodes keep running after one fails, so checkpoints finish.",
-            ge=0,
-        ),
-    ] = 3600
-    shared_fs: Annotated[
-        bool,
-        Field(
-            description="The nodes share the project directory; false installs on every node."
-        ),
-    ] = True
-
-
 class SharedMonitorsConfig(ConfigModel):
     """
     Monitor settings both processes share.
@@ -467,7 +402,7 @@ class RLConfig(ConfigModel):
         "type": "single_node"
     }
     slurm: Annotated[
-        SlurmConfig | None,
+        slurm_1.SlurmConfig | None,
         Field(
             description="Submit the run to SLURM with sbatch instead of starting it here; off unless this table is present."
         ),

@@ -11,6 +11,7 @@ from . import renderer as renderer_1
 from . import resume as resume_1
 from . import run as run_1
 from . import sft_data
+from . import slurm as slurm_1
 from . import val as val_1
 from . import weight_broadcast as weight_broadcast_1
 from .base_trainer import BaseTrainerConfig
@@ -71,6 +72,12 @@ class SFTTrainerConfig(BaseTrainerConfig):
     deployment: Annotated[deployment_1.SFTDeploymentConfig, Field(description="GPUs and nodes the sft entrypoint launches with torchrun, chosen by `type` (one node when omitted).", validate_default=True)] = {
         "type": "single_node"
     }
+    slurm: Annotated[
+        slurm_1.SlurmConfig | None,
+        Field(
+            description="Submit the run to SLURM with sbatch instead of training here; off unless this table is present."
+        ),
+    ] = None
     dry_run: Annotated[
         bool,
         Field(

@@ -70,6 +70,7 @@ NOT_TRAINING: dict[Kind, dict[str, Any]] = {
         "weight_broadcast": True,
         "dry_run": True,
         "clean": True,
+        "slurm": True,
         "data": {"micro_batch_size", "num_workers"},
     },
     "rl": {

@@ -456,3 +456,14 @@ def run_launcher(out: Path, recorder: FieldRecorder, mp: pytest.MonkeyPatch) -> 
     single = tiny_config(out, "single", {"deployment": {"num_train_gpus": 2, "gpus_per_node": 2}})
     assert processes(recorder.wrap(single).deployment) == (1, 2)
     assert launch_config(recorder.wrap(single)).max_nodes == 1
+
+    # [slurm]: dry runs write the job script of each deployment (tests/slurm submit real ones)
+    mp.setattr("trainspec.trainers.slurm.submit.partition_gpus", lambda partition: False)
+    slurm = {"job_name": "j", "partition": "p", "nodelist": "n1", "exclude": "n2", "account": "a",
+             "time": "1:00", "pre_run_command": "true", "project_dir": str(out),
+             "template_path": None, "cleanup_grace_period": 5, "shared_fs": True}  # fmt: skip
+    for name, deployment in (("slurm-one", single), ("slurm-two", multi)):
+        config = tiny_config(out, name, {"slurm": slurm, "dry_run": True})
+        config = config.model_copy(update={"deployment": deployment.deployment})
+        assert launch(recorder.wrap(config)) == 0
+        assert "#SBATCH --job-name=j" in (out / "outputs" / name / "sft.sbatch").read_text()

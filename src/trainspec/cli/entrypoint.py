@@ -83,6 +83,16 @@ def run_entrypoint(
             "config: add --dry-run\n"
         )
         return 2
+    if dry_run and getattr(config, "slurm", None) is not None:
+        # [slurm]: a dry run writes the job script and the configs it runs (the launcher's)
+        if line.options.format == "toml":
+            stderr.write(
+                f"usage: {parser.usage}\n{prog}: error: with [slurm], --dry-run writes the job "
+                "script and the resolved config it runs, in JSON: drop --format toml, or add "
+                "--no-slurm to print the config\n"
+            )
+            return 2
+        return train(config.model_copy(update={"dry_run": True})) or 0
     if dry_run:
         form = line.options.format
         return _to_pipe(lambda: _dry_run(config, kind, form, prog, stdout, stderr), stdout)

@@ -230,10 +230,86 @@ def gpus_fit_the_node(cfg: RLConfig, ctx: RuleContext) -> None:
         )
 
 
+def resolve_multi_node_deployment(cfg: RLConfig, ctx: RuleContext) -> None:
+    """A multi_node deployment sizes both sides: orchestrator.num_train_workers becomes the
+    trainer's processes (num_train_nodes x gpus_per_node), nodes_per_fsdp_group (which must
+    divide num_train_nodes) sets trainer.model.dp_replicate, and an unset num_infer_nodes
+    becomes 1 with [inference], else 0 (the reference's auto_setup_infer_nodes and the
+    multi-node part of auto_setup_deployment). A differing value written in [orchestrator] or
+    [trainer.model] is an error naming both places."""
+    dep = cfg.deployment
+    if dep.type != "multi_node":
+        return
+    if dep.num_infer_nodes is None:
+        ctx.resolve(dep, "num_infer_nodes", 1 if cfg.inference is not None else 0)
+    derived = [("orchestrator.num_train_workers", dep.num_train_nodes * dep.gpus_per_node)]
+    if dep.nodes_per_fsdp_group is not None:
+        if dep.num_train_nodes % dep.nodes_per_fsdp_group:
+            ctx.error(
+                "deployment.nodes_per_fsdp_group",
+                f"= {dep.nodes_per_fsdp_group} does not divide deployment.num_train_nodes "
+                f"= {dep.num_train_nodes}",
+                "pick a nodes_per_fsdp_group that divides num_train_nodes",
+                related=("deployment.num_train_nodes",),
+            )
+        else:
+            replicas = dep.num_train_nodes // dep.nodes_per_fsdp_group
+            derived.append(("trainer.model.dp_replicate", replicas))
+    for path, value in derived:
+        side, *middle, name = path.split(".")
+        table = getattr(cfg, side)
+        for part in middle:
+            table = getattr(table, part)
+        if _written(cfg, path) and getattr(table, name) != value:
+            ctx.error(
+                path,
+                f"= {getattr(table, name)} disagrees with the multi_node deployment, which "
+                f"makes it {value}",
+                f"drop {path} (the deployment sets it)",
+                related=("deployment.num_train_nodes", "deployment.gpus_per_node"),
+            )
+        else:
+            ctx.resolve(table, name, value)
+
+
+def validate_multi_node_inference(cfg: RLConfig, ctx: RuleContext) -> None:
+    """Inference nodes serve [inference]: deployment.num_infer_nodes > 0 needs it, and 0 (a run
+    without inference or orchestrator) forbids it and needs [trainer.data.fake] (the
+    reference's validate_deployment)."""
+    dep = cfg.deployment
+    if dep.type != "multi_node" or dep.num_infer_nodes is None:
+        return
+    if dep.num_infer_nodes > 0 and cfg.inference is None:
+        ctx.error(
+            "deployment.num_infer_nodes",
+            f"= {dep.num_infer_nodes}: inference nodes run the server [inference] describes, "
+            "and there is no [inference]",
+            "add [inference], or set num_infer_nodes = 0 (then no orchestrator runs: the "
+            "trainer needs [trainer.data.fake])",
+            related=("inference",),
+        )
+    if dep.num_infer_nodes == 0 and cfg.inference is not None:
+        ctx.error(
+            "inference",
+            "is set, but deployment.num_infer_nodes = 0 gives it no node",
+            "set deployment.num_infer_nodes to 1 or more, or drop [inference]",
+            related=("deployment.num_infer_nodes",),
+        )
+    elif dep.num_infer_nodes == 0 and cfg.trainer.data.fake is None:
+        ctx.error(
+            "deployment.num_infer_nodes",
+            "= 0 runs no inference and no orchestrator, so nothing feeds the trainer",
+            "set [trainer.data.fake] for synthetic batches, or give [inference] a node",
+            related=("trainer.data.fake",),
+        )
+
+
 RL_RUN_RULES = (
     top_env_vars_protected,
     top_env_var_names,
     gpus_fit_the_node,
+    resolve_multi_node_deployment,
+    validate_multi_node_inference,
     shared_settings_agree,
     _nested("rl", "trainer"),
     _nested("orchestrator", "orchestrator"),

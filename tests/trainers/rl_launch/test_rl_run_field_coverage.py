@@ -8,7 +8,8 @@ outside [trainer] and [orchestrator] (those are proven by test_rl_field_coverage
   (tests/trainers/field_recorder.py), and what they read must show in what they wrote;
 * refused at start naming the field (SetupError from `launch`), a refused table covering the
   keys under it and a refused `type` the keys only its variants have;
-* or consumed by a rule that acts differently for two of its values (gpus_fit_the_node).
+* or consumed by a rule that acts differently for two of its values (gpus_fit_the_node,
+  resolve_multi_node_deployment).
 
     .venv/bin/python -m pytest tests/trainers/rl_launch/test_rl_run_field_coverage.py -q
 """
@@ -28,7 +29,7 @@ from field_recorder import FieldRecorder  # noqa: E402
 
 from trainspec.config import load  # noqa: E402
 from trainspec.config.schema_info import schema_info  # noqa: E402
-from trainspec.trainers.errors import SetupError, SetupErrors  # noqa: E402
+from trainspec.trainers.errors import SetupError, SetupErrors, raise_all  # noqa: E402
 from trainspec.validators import rl_run  # noqa: E402
 from trainspec.validators.pipeline import rules_for  # noqa: E402
 
@@ -67,27 +68,35 @@ SHARED_EXAMPLES = {
     "weight_broadcast": {"type": "filesystem"},
     "rollout_transport": {"type": "zmq", "host": "10.0.0.1", "port": 5599, "hwm": 3},
 }
-# Set at the top: read by the launcher (dry runs), what each must change in its output.
+SLURM = {"job_name": "j", "partition": "gpu", "nodelist": "n1", "exclude": "n2", "account": "a",
+         "time": "1:00:00", "pre_run_command": "echo pre-run", "project_dir": "/p",
+         "cleanup_grace_period": 17, "shared_fs": True}  # fmt: skip
+MULTI_NODE = {"type": "multi_node", "num_train_nodes": 2, "num_infer_nodes": 1,
+              "num_infer_replicas": 1, "nodes_per_fsdp_group": 1,
+              "orchestrator_on_inference": True, "gpus_per_node": 4}  # fmt: skip
+# Set at the top: read by the launcher (dry runs), what each must change in its output. The
+# slurm runs write rl.sbatch, for a partition without GPUs (tests/slurm render the GPU side).
 LAUNCHER_RUNS = {
     "bare": {},
     "inference": {"inference": {}, "deployment.num_infer_gpus": 2},
     "env": {"env_vars": {"TRAINSPEC_X": "1"}, "clean": False, "deployment.num_train_gpus": 2},
+    "slurm": {"slurm": SLURM, "deployment.gpus_per_node": 2},
+    "slurm_multi": {"slurm": SLURM, "deployment": MULTI_NODE, "inference": {}},
 }
 # path the error names -> settings that ask for it
 REFUSALS = {
-    "slurm": {"slurm": {"job_name": "j", "partition": "gpu", "nodelist": "n1", "exclude": "n2",
-                        "account": "a", "time": "1:00:00", "pre_run_command": "true",
-                        "template_path": "t.j2", "project_dir": "/p",
-                        "cleanup_grace_period": 5, "shared_fs": False}},
-    "deployment.type": {"deployment": {"type": "multi_node", "num_train_nodes": 2,
-                                       "num_infer_nodes": 1, "num_infer_replicas": 1,
-                                       "nodes_per_fsdp_group": 1,
-                                       "orchestrator_on_inference": True, "gpus_per_node": 4}},
+    "slurm.shared_fs": {"slurm": {"shared_fs": False}},
+    "deployment.type": {"deployment": MULTI_NODE, "inference": {}},  # without [slurm]
     "monitors.prime": {"monitors.prime": {"name": "x"}},
     "inference": {"inference": {"vllm": {"gpu_memory_utilization": 0.5}}},
 }  # fmt: skip
 # path -> (rule, two values it must treat differently, settings around them)
 CONSUMED_BY_RULES = {
+    "deployment.nodes_per_fsdp_group": (
+        "resolve_multi_node_deployment",
+        (1, 3),
+        {"deployment": {"type": "multi_node", "num_train_nodes": 2}, "inference": {}},
+    ),
     "deployment.gpus_per_node": ("gpus_fit_the_node", (1, 8), {"deployment.num_train_gpus": 2}),
 }
 
@@ -104,22 +113,31 @@ def launcher(tmp_path_factory):
     out = tmp_path_factory.mktemp("rl-run")
     recorder = FieldRecorder()
     plans = {}
-    for name, settings in LAUNCHER_RUNS.items():
-        config = config_of(out, name, {**settings, "dry_run": True})
-        assert launch(recorder.wrap(config)) == 0
-        plans[name] = json.loads((out / name / "rl-launch.json").read_text())
+    with pytest.MonkeyPatch.context() as mp:  # the job's nodes have no GPU, as sinfo would say
+        mp.setattr("trainspec.trainers.slurm.submit.partition_gpus", lambda partition: False)
+        for name, settings in LAUNCHER_RUNS.items():
+            config = config_of(out, name, {**settings, "dry_run": True})
+            assert launch(recorder.wrap(config)) == 0
+            script = out / name / "rl.sbatch"
+            if "slurm" in settings:
+                plans[name] = script.read_text()
+            else:
+                plans[name] = json.loads((out / name / "rl-launch.json").read_text())
     return recorder, plans
 
 
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory):
     from trainspec.trainers.rl_run import support
+    from trainspec.trainers.slurm.submit import slurm_refusals
 
     out = tmp_path_factory.mktemp("rl-run-refused")
     outcomes = {}
     for path, settings in REFUSALS.items():
         config = config_of(out, path.replace(".", "-"), settings)
         try:
+            if config.slurm is not None:
+                raise_all(slurm_refusals(config.slurm))
             support.check_launch(config)
             outcomes[path] = None
         except (SetupError, SetupErrors) as err:
@@ -222,6 +240,14 @@ def test_the_dry_runs_show_what_they_read(launcher):
     assert plans["env"]["clean"] == [] and plans["bare"]["clean"]  # clean defaults to true
     assert "--nproc-per-node=2" in plans["env"]["trainer"]
     assert not any("nproc" in part for part in plans["bare"]["trainer"])
+    for name in ("slurm", "slurm_multi"):  # every [slurm] setting shows in the script
+        for line in ("--job-name=j", "--partition=gpu", "--nodelist=n1", "--exclude=n2",
+                     "--account=a", "--time=1:00:00", "\necho pre-run\n", "\ncd /p\n"):  # fmt: skip
+            assert line in plans[name], (name, line)
+    multi = plans["slurm_multi"]
+    assert "CLEANUP_GRACE_PERIOD=17" in multi and "--nodes=3" in multi
+    assert "NUM_INFER_NODES=1" in multi and "ORCH_PROCID=0" in multi  # on the inference node
+    assert "--procs-per-node=4" in multi and "no vLLM here (no GPU)" in multi
 
 
 @pytest.mark.parametrize("path", sorted(REFUSALS))

@@ -159,7 +159,9 @@ def test_reference_renderer_section_is_accepted_and_a_custom_one_refused(tmp_pat
 
 
 def test_two_local_nodes_meet_through_torchrun_rendezvous(tmp_path):
-    """Multi-node as users run it: the same command on each "node", NODE_RANK set on each."""
+    """Multi-node as users run it: the same command on each "node", NODE_RANK set on each.
+    The rendezvous gives out the global ranks by (host, pid), not by NODE_RANK: node 1, started
+    first, gets rank 0, which claims the run directory there."""
     import os
     import socket
 
@@ -183,7 +185,7 @@ def test_two_local_nodes_meet_through_torchrun_rendezvous(tmp_path):
             stderr=subprocess.PIPE,
             text=True,
         )
-        for rank in (0, 1)
+        for rank in (1, 0)
     ]
     outputs = [node.communicate(timeout=WAIT) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]

@@ -126,6 +126,13 @@ def _engine_flags(vllm, errors: list[SetupError]) -> list[str]:
     return flags
 
 
+def engine_gpus(deployment) -> int:
+    """The GPUs of the engine: num_infer_gpus of one node, or every GPU of an inference node."""
+    if deployment.type == "multi_node":
+        return deployment.gpus_per_node
+    return deployment.num_infer_gpus
+
+
 def vllm_plan(config, run_dir: Path) -> InferencePlan:
     """The command, environment and address of the server `[inference]` asks for."""
     inference = config.inference
@@ -146,8 +153,8 @@ def vllm_plan(config, run_dir: Path) -> InferencePlan:
         errors.append(
             SetupError(
                 "inference.deployment.type",
-                f"= {inference.deployment.type!r}: this build starts one engine on this node",
-                'use deployment.type = "single_node" (several nodes: issue 21, SLURM)',
+                f"= {inference.deployment.type!r}: this build starts one engine on one node",
+                'use inference.deployment.type = "single_node"',
             )
         )
     if inference.router is not None and vllm.data_parallel_size > 1:
@@ -199,7 +206,7 @@ def vllm_plan(config, run_dir: Path) -> InferencePlan:
         "VLLM_SERVER_DEV_MODE": "1",  # /collective_rpc, the weight-update route
         "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
         "VLLM_LOGGING_LEVEL": inference.log.level.upper(),
-        "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(config.deployment.num_infer_gpus))),
+        "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(engine_gpus(config.deployment)))),
         **({"VLLM_USE_DEEP_GEMM": "1", "VLLM_MOE_USE_DEEP_GEMM": "1"}
            if inference.use_deep_gemm else {}),
         **dict(inference.env_vars),

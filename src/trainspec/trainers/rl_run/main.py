@@ -4,6 +4,7 @@ processes that share output_dir, watches both, and stops both.
     rl configs/rl/demo.toml
     rl configs/rl/demo.toml --max-steps 50 --trainer.optim.lr 1e-4
     rl configs/rl/demo.toml --deployment.num-train-gpus 2      # the trainer under torchrun
+    rl run.toml               # with [slurm]: submitted with sbatch (--dry-run: the script written)
 
 It ends when the trainer has trained max_steps and the orchestrator has evaluated the final
 weights. If either process fails, the other is stopped and `rl` says which one failed and how;
@@ -30,7 +31,6 @@ from trainspec.config import dump_json
 from ..core.sources import model_source
 from ..errors import SetupError, SetupErrors
 from ..process.signals import SignalFlag
-from ..rl.broadcast import BROADCAST_DIR
 from ..run.lock import INHERITED, lock_run_dir
 from .inference import RELOAD_PATH, InferencePlan, InferenceServer, vllm_plan
 from .summary import summarize
@@ -176,6 +176,10 @@ def supervise(
 
 
 def launch(config) -> int:
+    if config.slurm is not None:  # submitted to SLURM instead (trainers/slurm/)
+        from ..slurm.submit import submit_rl
+
+        return submit_rl(config)
     run_dir = Path(config.trainer.output_dir)  # output_dir, or output_dir/run.dir
     try:  # the trainer's lock, held for it (lock.INHERITED); the orchestrator takes its own
         check_launch(config)
@@ -209,8 +213,8 @@ def launch(config) -> int:
     os.environ.update(config.env_vars)  # both children inherit them; their own env_vars win
     os.environ[INHERITED] = str(run_dir.resolve())
     if config.clean:  # batches and weights of an earlier run must not be taken for this one's
-        for stale in ("rollouts", BROADCAST_DIR):
-            shutil.rmtree(run_dir / stale, ignore_errors=True)
+        for stale in stale_dirs(run_dir):
+            shutil.rmtree(stale, ignore_errors=True)
     paths = write_configs(config, run_dir)
     stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # passed on to both
     orchestrator = subprocess.Popen(
@@ -236,6 +240,14 @@ def launch(config) -> int:
     return code
 
 
+def stale_dirs(run_dir: Path) -> list[Path]:
+    """What clean = true deletes before a start: the batches and weight broadcasts of an
+    earlier run (checkpoints stay)."""
+    from ..rl.broadcast import BROADCAST_DIR  # (torch: imported only where a run starts)
+
+    return [run_dir / "rollouts", run_dir / BROADCAST_DIR]
+
+
 def write_configs(config, run_dir: Path) -> dict[str, Path]:
     """The resolved configs of both processes, as they start them: rl-trainer.json and
     rl-orchestrator.json in the run directory."""
@@ -256,9 +268,7 @@ def dry_run(config, run_dir: Path, server: InferencePlan | None = None) -> int:
         "trainer": trainer_command(config, paths["trainer"]),
         "orchestrator": [sys.executable, *CHILD, "orchestrator", str(paths["orchestrator"])],
         "env": dict(config.env_vars),
-        "clean": [str(run_dir / name) for name in ("rollouts", BROADCAST_DIR)]
-        if config.clean
-        else [],
+        "clean": [str(path) for path in stale_dirs(run_dir)] if config.clean else [],
     }
     if server is not None:
         plan["inference"] = {

@@ -1,14 +1,17 @@
 """What `rl` refuses at start, and what it says it does instead, for the top-level tables of
-the combined config that this build does not run: `[slurm]` and multi-node deployments (the
-SLURM launcher, issue 21), the Prime monitor, and `[inference]` on a machine without a GPU.
+the combined config that this build does not run: a multi-node deployment without [slurm] (its
+nodes are a SLURM allocation's), the Prime monitor, and `[inference]` settings where the run has
+no GPU.
 
-    check_launch(config)     # SetupErrors naming each field, or nothing
-    say_inference(config)    # a bare [inference] without a GPU: sampled in process instead
+    check_launch(config)                 # SetupErrors naming each field, or nothing
+    check_launch(config, gpus=False, where="the nodes of partition cpu")   # a job's nodes
+    say_inference(config)                # a bare [inference] without a GPU: sampled in process
 
 With a GPU, `[inference]` starts a vLLM server (inference.py). Without one, a bare
 `[inference]` (as the reference's configs write it) runs with the orchestrator's in-process
-sampler, and `rl` says so; any setting inside it tunes a vLLM server this machine cannot
-start, so it is refused naming the setting.
+sampler, and `rl` says so; any setting inside it tunes a vLLM server that cannot start there,
+so it is refused naming the setting. With [slurm], `rl` submits the run (trainers/slurm/) and
+asks these questions of the job's nodes instead of this machine.
 """
 
 from __future__ import annotations
@@ -16,8 +19,6 @@ from __future__ import annotations
 import sys
 
 from ..errors import SetupError, raise_all
-
-SLURM = "submitting to SLURM is not built yet (issue 21: SLURM for sft and rl)"
 
 
 def _set_paths(table, prefix: str) -> list[str]:
@@ -38,18 +39,18 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def check_launch(config) -> None:
+def check_launch(config, gpus: bool | None = None, where: str = "this machine") -> None:
+    """`gpus`: whether the machine the run starts on has a GPU (None: ask torch about this
+    one); `where` names that machine in the message."""
     errors: list[SetupError] = []
-    if config.slurm is not None:
-        errors.append(
-            SetupError("slurm", f"is set: {SLURM}", "drop [slurm] and run rl inside your job")
-        )
-    if config.deployment.type == "multi_node":
+    if config.deployment.type == "multi_node" and config.slurm is None:
         errors.append(
             SetupError(
                 "deployment.type",
-                f'= "multi_node" runs on the nodes of a SLURM allocation: {SLURM}',
-                'use deployment.type = "single_node"',
+                '= "multi_node" runs on the nodes of a SLURM allocation, and there is no '
+                "[slurm] to submit it with",
+                "add [slurm] (rl then submits the run with sbatch), or use deployment.type = "
+                '"single_node"',
             )
         )
     if config.monitors.prime is not None:
@@ -61,14 +62,14 @@ def check_launch(config) -> None:
             )
         )
     written = _set_paths(config.inference, "inference") if config.inference is not None else []
-    if written and not _has_gpu():
+    if written and not (_has_gpu() if gpus is None else gpus):
         errors.append(
             SetupError(
                 "inference",
                 f"sets {', '.join(written)}, which tune the vLLM server [inference] starts; "
-                "it needs a GPU and this machine has none, so the orchestrator samples in "
+                f"it needs a GPU and {where} has none, so the orchestrator samples in "
                 "process",
-                "drop those settings (a bare [inference] runs here), or run on a GPU machine",
+                "drop those settings (a bare [inference] runs on CPU), or run on a GPU machine",
             )
         )
     raise_all(errors)

@@ -4,6 +4,7 @@
     sft configs/sft/demo.toml --max-steps 20 --optim.lr 3e-3
     sft @ configs/sft/demo.toml                    # the reference's way of naming a file
     sft configs/sft/demo.toml --deployment.num-train-gpus 2   # two processes through torchrun
+    sft run.toml                          # with [slurm]: submitted with sbatch (--dry-run: written)
 
 One process trains in this process. More than one (deployment.num_train_gpus on one node, or
 num_train_nodes x gpus_per_node) re-launches through torchrun, each worker reading the resolved
@@ -36,13 +37,20 @@ def processes(deployment) -> tuple[int, int]:
 
 def reserved_for_inference(deployment) -> str:
     """What a deployment that sets num_infer_gpus (nodes) leaves free for an inference server
-    (this build starts none); nothing is said of the default."""
+    (this build starts none); nothing is said of the default value."""
+    from trainspec.generated.deployment import (
+        MultiNodeDeploymentConfig,
+        SingleNodeDeploymentConfig,
+    )
+
     if deployment.type == "multi_node":
         count, unit, field = deployment.num_infer_nodes, "node", "num_infer_nodes"
+        default = MultiNodeDeploymentConfig.model_fields[field].default
     else:
         count, unit, field = deployment.num_infer_gpus, "GPU", "num_infer_gpus"
-    if not count or field not in deployment.model_fields_set:
-        return ""
+        default = SingleNodeDeploymentConfig.model_fields[field].default
+    if not count or count == default:
+        return ""  # a config read back from JSON (a SLURM job's) has every field written
     return (
         f"deployment reserves {count} {unit}(s) for an inference server "
         f"(num_infer_{unit.lower()}s); sft trains on the others and starts no server"
@@ -103,7 +111,12 @@ def run_workers(config, config_path: Path) -> int:
 
 
 def launch(config) -> int:
-    """Train in this process, or spawn torchrun when several processes are asked for."""
+    """Train in this process, or spawn torchrun when several processes are asked for; with
+    [slurm], submit the run to SLURM instead (trainers/slurm/)."""
+    if config.slurm is not None:
+        from ..slurm.submit import submit_sft
+
+        return submit_sft(config)
     apply_env(config.env_vars)
     tune_malloc()
     nodes, per_node = processes(config.deployment)
@@ -131,7 +144,9 @@ def launch(config) -> int:
         sys.stderr.write(f"sft: cannot start\n{err.render()}\n")
         return 1
     run_dir = Path(config.output_dir) / config.run.dir
-    if os.environ.get("NODE_RANK", "0") == "0":  # node 0's launcher; rank 0 runs under it
+    # One node's launcher holds the lock for its workers. Several nodes' workers take their
+    # global ranks in the rendezvous (not by NODE_RANK), so rank 0, wherever it runs, claims it.
+    if nodes == 1:
         try:  # held for the workers until they end; rank 0 finds it held (lock.INHERITED)
             lock_run_dir(run_dir, "sft", setting="run.name")
         except SetupError as err:

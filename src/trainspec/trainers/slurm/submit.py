@@ -1,0 +1,433 @@
+"""`sft` and `rl` with [slurm]: the job script, rendered into the run directory beside the
+configs it runs, then `sbatch` (with --dry-run: the command that would submit it).
+
+    sft run.toml             # submits; prints the job id and where the logs go
+    sft run.toml --dry-run   # writes <run>/sft.sbatch, <run>/configs/sft.json; prints `sbatch ...`
+    rl run.toml [--dry-run]  # <run>/rl.sbatch with configs/rl.json (one node), or with
+                             # rl-trainer.json and rl-orchestrator.json (several nodes)
+
+The configs the job runs are the resolved config without [slurm], so the job trains instead of
+submitting again (job.py runs them). The job starts in [slurm] project_dir, so the config's
+relative paths (output_dir, data files) are taken from there, here as well. Each attempt of
+the job writes its processes' output under <run>/logs/attempt_N (logs/latest is the newest);
+the script's own lines go to <run>/job_<id>.log. Templates: templates/{single,multi}_node_
+{sft,rl}.sbatch.j2.
+
+What the job's nodes have is asked of SLURM: a partition whose nodes declare no GPU (sinfo's
+GRES) gets no --gres line and runs on CPU (multi-node rl: no vLLM, the orchestrator samples in
+process). Settings the job could not honour are refused before anything is submitted; a dry run
+writes the script anyway, lists them and exits 0 (the script is there to be read).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainspec.config import dump_json
+
+from ..errors import SetupError, SetupErrors
+from .render import check_syntax, render
+
+JOB_MODULE = "trainspec.trainers.slurm.job"
+# [slurm] values that become `#SBATCH --option=value` lines, which take one word each.
+SBATCH_WORDS = ("job_name", "partition", "nodelist", "exclude", "account", "time")
+
+
+@dataclass
+class Job:
+    kind: str  # the command: "sft" or "rl"
+    run_dir: Path
+    bundled: str  # the bundled template for this command and deployment
+    nodes: int
+    gpus_per_node: int  # the --gres line's count, on a partition with GPUs
+    context: dict[str, Any]  # what this template reads besides job, python and run_dir
+    configs: dict[Path, str]  # the files the job reads: path -> text
+    logs: list[str]  # the processes' logs, under logs/latest/
+    refusals: list[SetupError] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def say(kind: str, message: str) -> None:
+    sys.stderr.write(f"{kind}: {message}\n")
+    sys.stderr.flush()
+
+
+def partition_gpus(partition: str) -> bool | None:
+    """Whether the partition's nodes declare GPUs (sinfo's GRES column); None when SLURM cannot
+    be asked from here (no sinfo, no cluster) or does not know the partition."""
+    sinfo = shutil.which("sinfo")
+    conf = os.environ.get("SLURM_CONF")
+    if sinfo is None or (conf and not Path(conf).is_file()):  # sinfo would retry it for 60 s
+        return None
+    try:
+        result = subprocess.run(
+            [sinfo, "--noheader", f"--partition={partition}", "--format=%G"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
+    if result.returncode != 0 or not lines:
+        return None
+    return any("gpu" in line for line in lines)
+
+
+def slurm_refusals(slurm) -> list[SetupError]:
+    refusals = []
+    if not slurm.shared_fs:
+        refusals.append(
+            SetupError(
+                "slurm.shared_fs",
+                "= false: trainspec installs nothing on the nodes; the job runs the Python "
+                "environment this command runs in, reads its configs from the run directory, "
+                "and multi-node rl passes weights and batches through it",
+                "put the project and output_dir on a filesystem every node mounts, and drop "
+                "shared_fs",
+            )
+        )
+    for key in SBATCH_WORDS:
+        value = getattr(slurm, key)
+        if value is not None and (not value or any(c.isspace() for c in value)):
+            refusals.append(
+                SetupError(
+                    f"slurm.{key}",
+                    f"= {value!r}: it becomes one `#SBATCH --{key.replace('_', '-')}=` word",
+                    "give it without spaces",
+                )
+            )
+    if slurm.template_path is not None and not Path(slurm.template_path).is_file():
+        refusals.append(
+            SetupError(
+                "slurm.template_path",
+                f"= {slurm.template_path!r}: no such file (from {Path.cwd()})",
+                "give the path of your Jinja template, or drop it to use the bundled one",
+            )
+        )
+    return refusals
+
+
+def project_dir(slurm) -> Path:
+    """Where the job starts; the config's relative paths (output_dir, data files, ...) are
+    taken from there, on this side too."""
+    return Path(slurm.project_dir).expanduser().resolve()
+
+
+def job_config(config, **changes) -> str:
+    """The config the job runs: this one without [slurm] (and dry_run off)."""
+    return dump_json(config.model_copy(update={"slurm": None, "dry_run": False, **changes})) + "\n"
+
+
+# -- sft --------------------------------------------------------------------------------------
+
+
+def sft_job(config) -> Job:
+    from ..sft.main import processes
+
+    run_dir = (project_dir(config.slurm) / config.output_dir / config.run.dir).resolve()
+    nodes, per_node = processes(config.deployment)
+    multi = config.deployment.type == "multi_node"
+    config_path = run_dir / "configs" / "sft.json"
+    # clean = true empties the run directory at submission (below): the job must not empty it
+    # again, taking this script and its own logs with it.
+    configs = {config_path: job_config(config, clean=False)}
+    job = Job(
+        kind="sft",
+        run_dir=run_dir,
+        bundled="multi_node_sft.sbatch.j2" if multi else "single_node_sft.sbatch.j2",
+        nodes=nodes,
+        gpus_per_node=config.deployment.gpus_per_node,
+        context={"config": str(config_path), "procs_per_node": per_node},
+        configs=configs,
+        logs=[f"trainer/node_<r>.log (node r of {nodes})"] if multi else ["trainer.log"],
+    )
+    if multi and config.deployment.num_infer_nodes:
+        job.notes.append(
+            f"deployment.num_infer_nodes = {config.deployment.num_infer_nodes} reserves nodes "
+            "for an inference server, which sft starts none of: the job asks for the "
+            f"{nodes} trainer node(s)"
+        )
+    return job
+
+
+def submit_sft(config) -> int:
+    """`sft` with [slurm]: submit (or with dry_run, write) the job; the exit code."""
+    gpus = partition_gpus(config.slurm.partition)
+    try:
+        job = sft_job(config)
+    except (SetupError, SetupErrors) as err:
+        return _cannot(config, "sft", err)
+    clean = config.clean and not config.dry_run
+    return finish(config, job, gpus, before_submit=(lambda: empty_run_dir(job)) if clean else None)
+
+
+def empty_run_dir(job: Job) -> None:
+    """clean = true: the run directory emptied now, under its lock (a run still in it refuses)."""
+    from ..run.lock import lock_run_dir
+    from ..run.run_dir import empty
+
+    lock = lock_run_dir(job.run_dir, job.kind, setting="run.name")
+    try:
+        empty(job.run_dir)
+    finally:
+        lock.release()
+    say(job.kind, f"clean = true: emptied {job.run_dir}")
+
+
+# -- rl ---------------------------------------------------------------------------------------
+
+
+def rl_job(config, gpus: bool | None) -> Job:
+    from ..rl_run.support import check_launch
+
+    slurm = config.slurm
+    dep = config.deployment
+    run_dir = (project_dir(slurm) / config.trainer.output_dir).resolve()
+    nodes_have_gpus = gpus is not False
+    where = f"the nodes of partition {slurm.partition!r}"
+    refusals: list[SetupError] = []
+    try:
+        check_launch(config, gpus=nodes_have_gpus, where=where)
+    except SetupErrors as err:
+        refusals += err.errors
+    except SetupError as err:
+        refusals.append(err)
+    notes = []
+    if config.inference is not None and not nodes_have_gpus:
+        notes.append(
+            f"[inference] asks for a vLLM server; {where} declare no GPU, so the orchestrator "
+            "samples in process instead"
+        )
+    if dep.type == "single_node":
+        config_path = run_dir / "configs" / "rl.json"
+        return Job(
+            kind="rl",
+            run_dir=run_dir,
+            bundled="single_node_rl.sbatch.j2",
+            nodes=1,
+            gpus_per_node=dep.gpus_per_node,
+            context={"config": str(config_path)},
+            configs={config_path: job_config(config)},
+            logs=["rl.log"],
+            refusals=refusals,
+            notes=notes,
+        )
+    return rl_multi_node_job(config, run_dir, nodes_have_gpus, refusals, notes)
+
+
+def rl_multi_node_job(
+    config, run_dir: Path, gpus: bool, refusals: list[SetupError], notes: list[str]
+) -> Job:
+    from ..rl_run.inference import vllm_plan
+    from ..rl_run.main import served, stale_dirs
+
+    dep = config.deployment
+    infer_nodes = dep.num_infer_nodes * dep.num_infer_replicas
+    if infer_nodes > 1:
+        refusals.append(
+            SetupError(
+                "deployment.num_infer_nodes",
+                f"x num_infer_replicas = {infer_nodes} inference nodes: several engines need a "
+                "router in front of them, which this build does not start",
+                "use num_infer_nodes = 1 and num_infer_replicas = 1 (one engine on the GPUs of "
+                "one node)",
+            )
+        )
+    inference = None
+    if config.inference is not None and gpus:
+        try:
+            plan = vllm_plan(config, run_dir)
+            config = served(config, plan)
+            port = config.inference.server.port
+            inference = {"argv": plan.argv, "env": dict(plan.env), "port": port}
+            notes += [f"[inference]: {note}" for note in plan.notes]
+        except SetupErrors as err:
+            refusals += err.errors
+        except SetupError as err:
+            refusals.append(err)
+    if infer_nodes == 0:
+        orchestrator_node, orchestrator_where = None, ""
+    elif dep.orchestrator_on_inference:
+        orchestrator_node, orchestrator_where = infer_nodes - 1, "the last inference node"
+    else:
+        orchestrator_node, orchestrator_where = infer_nodes, "the first trainer node"
+    paths = {side: run_dir / f"rl-{side}.json" for side in ("trainer", "orchestrator")}
+    configs = {path: dump_json(getattr(config, side)) + "\n" for side, path in paths.items()}
+    if orchestrator_node is None:
+        del configs[paths["orchestrator"]]
+    logs = [f"trainer/node_<r>.log (nodes {infer_nodes}..{infer_nodes + dep.num_train_nodes - 1})"]
+    if orchestrator_node is not None:
+        logs.append(f"orchestrator.log (node {orchestrator_node})")
+    if inference is not None:
+        logs.append("inference/node_<r>.log")
+    clean = [str(path) for path in stale_dirs(run_dir)] if config.clean else []
+    return Job(
+        kind="rl",
+        run_dir=run_dir,
+        bundled="multi_node_rl.sbatch.j2",
+        nodes=infer_nodes + dep.num_train_nodes,
+        gpus_per_node=dep.gpus_per_node,
+        context={
+            "num_infer_nodes": infer_nodes,
+            "num_train_nodes": dep.num_train_nodes,
+            "procs_per_node": dep.gpus_per_node,
+            "orchestrator_node": orchestrator_node,
+            "orchestrator_where": orchestrator_where,
+            "trainer_config": str(paths["trainer"]),
+            "orchestrator_config": str(paths["orchestrator"]),
+            "zmq": config.trainer.rollout_transport.type == "zmq",
+            "inference": inference,
+            "no_inference_why": (
+                "no [inference]"
+                if config.inference is None
+                else "no GPU"
+                if not gpus
+                else "its [inference] settings were refused"
+            ),
+            "env": dict(config.env_vars),
+            "clean": clean,
+        },
+        configs=configs,
+        logs=logs,
+        refusals=refusals,
+        notes=notes,
+    )
+
+
+def submit_rl(config) -> int:
+    """`rl` with [slurm]: submit (or with dry_run, write) the job; the exit code."""
+    gpus = partition_gpus(config.slurm.partition)
+    try:
+        job = rl_job(config, gpus)
+    except (SetupError, SetupErrors) as err:
+        return _cannot(config, "rl", err)
+    return finish(config, job, gpus)
+
+
+# -- both -------------------------------------------------------------------------------------
+
+
+def job_settings(slurm, job: Job, gpus: bool | None) -> dict[str, Any]:
+    """What the #SBATCH header and the setup read of [slurm]."""
+    return {
+        "name": slurm.job_name,
+        "partition": slurm.partition,
+        "nodes": job.nodes,
+        "gpus_per_node": job.gpus_per_node if gpus is not False else None,
+        "output": str(job.run_dir / "job_%j.log"),
+        "nodelist": slurm.nodelist,
+        "exclude": slurm.exclude,
+        "account": slurm.account,
+        "time": slurm.time,
+        "project_dir": str(project_dir(slurm)),
+        "pre_run_command": slurm.pre_run_command,
+        "cleanup_grace_period": slurm.cleanup_grace_period,
+    }
+
+
+def finish(config, job: Job, gpus: bool | None, before_submit=None) -> int:
+    """Render and check the script; then write it and its configs, and submit it (or, on a dry
+    run, say how to)."""
+    slurm = config.slurm
+    kind = job.kind
+    job.refusals = slurm_refusals(slurm) + job.refusals
+    template_path = None
+    if slurm.template_path is not None and Path(slurm.template_path).is_file():
+        template_path = Path(slurm.template_path).resolve()
+    script = job.run_dir / f"{kind}.sbatch"
+    context = {
+        **job.context,
+        "kind": kind,
+        "template": str(template_path or job.bundled),
+        "script": str(script),
+        "job": job_settings(slurm, job, gpus),
+        "python": sys.executable,
+        "run_dir": str(job.run_dir),
+    }
+    try:
+        text = render(template_path, job.bundled, context)
+        check_syntax(text, str(template_path or job.bundled))
+    except SetupError as err:
+        return _cannot(config, kind, err)
+    if gpus is None:
+        job.notes.append(
+            f"SLURM could not be asked here whether partition {slurm.partition!r} has GPUs "
+            f"(sinfo): the script asks for {job.gpus_per_node} per node"
+        )
+    elif not gpus:
+        job.notes.append(
+            f"partition {slurm.partition!r} declares no GPU (sinfo): the job asks for none and "
+            "runs on CPU"
+        )
+    for note in job.notes:
+        say(kind, note)
+    if config.dry_run:
+        write_files(job, script, text)
+        wrote = ", ".join(str(path) for path in [script, *job.configs])
+        say(kind, f"dry run: wrote {wrote}; nothing submitted")
+        if job.refusals:
+            say(kind, "warning: submitting it would be refused:\n" + _rendered(job.refusals))
+        print(f"sbatch {script}", flush=True)
+        return 0
+    if job.refusals:
+        return _cannot(config, kind, SetupErrors(job.refusals))
+    sbatch = shutil.which("sbatch")
+    if sbatch is None:
+        return _cannot(
+            config,
+            kind,
+            SetupError(
+                "slurm",
+                "is set, and there is no sbatch on PATH to submit with",
+                "run on a SLURM login node, or add --dry-run to write the script only",
+            ),
+        )
+    try:
+        if before_submit is not None:
+            before_submit()
+    except SetupError as err:
+        return _cannot(config, kind, err)
+    write_files(job, script, text)
+    result = subprocess.run(
+        [sbatch, "--parsable", str(script)], capture_output=True, text=True, timeout=300
+    )
+    if result.returncode != 0:
+        say(kind, f"error: sbatch {script} exited with code {result.returncode}:")
+        sys.stderr.write(result.stderr or result.stdout)
+        say(kind, "    fix: what sbatch says above (the partition, account or nodes of [slurm])")
+        return 1
+    job_id = result.stdout.strip().split(";")[0]
+    logs = ", ".join(job.logs)
+    print(f"{kind}: submitted job {job_id} (sbatch {script})", flush=True)
+    print(
+        f"{kind}: job log {job.run_dir / f'job_{job_id}.log'}; the processes' logs in "
+        f"{job.run_dir / 'logs' / 'latest'}/: {logs}",
+        flush=True,
+    )
+    return 0
+
+
+def write_files(job: Job, script: Path, text: str) -> None:
+    for path, content in job.configs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(text)
+    script.chmod(0o755)
+
+
+def _rendered(errors: list[SetupError]) -> str:
+    return "\n".join(err.render() for err in errors)
+
+
+def _cannot(config, kind: str, err: SetupError | SetupErrors) -> int:
+    sys.stderr.write(f"{kind}: cannot {'write' if config.dry_run else 'submit'} the job\n")
+    sys.stderr.write(err.render() + "\n")
+    return 1
