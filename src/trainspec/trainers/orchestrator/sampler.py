@@ -329,7 +329,9 @@ class LocalSampler:
         input_ids, attention_mask = self._batch(prompts)
         recorder = _LogprobRecorder(temperature or 1.0)
         sampling = temperature is not None
-        options = {"temperature": temperature, "top_k": 0, "top_p": 1.0} if sampling else {}
+        options: dict[str, Any] = (
+            {"temperature": temperature, "top_k": 0, "top_p": 1.0} if sampling else {}
+        )
         with _plain_generation(self.model), torch.inference_mode():
             if n > 1 and shares_prompt_prefill(self.model, input_ids):
                 options |= prefill_shared_prompts(self.model, input_ids, attention_mask, n)
