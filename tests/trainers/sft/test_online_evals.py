@@ -268,3 +268,11 @@ def test_the_ci_sibling_is_refused_here_naming_the_server_settings(tmp_path):
     assert "inference.vllm.gpu_memory_utilization, inference.vllm.max_model_len" in refusal.problem
     assert "this machine has no GPU" in refusal.problem
     assert not (Path(config.output_dir) / config.run.dir / "metrics.jsonl").exists()
+
+
+def test_an_eval_of_no_prompt_is_refused_at_start(tmp_path):
+    settings = {"num_examples": 0, "source": [{"env": RT}]}
+    with pytest.raises(SetupError) as caught:
+        train(config_of(tmp_path, max_steps=1, eval=settings))
+    assert caught.value.path == "eval.num_examples"
+    assert "= 0 leaves no prompt to evaluate" in caught.value.problem

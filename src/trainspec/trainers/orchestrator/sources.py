@@ -358,7 +358,18 @@ def build_eval_sources(
         num_examples = (
             source.num_examples if source.num_examples is not None else group.num_examples
         )
-        if _collect(errors, task.count, num_examples) is None:  # an infinite taskset: all of it
+        count = _collect(errors, task.count, num_examples)
+        if count is None:  # an infinite taskset: all of it
+            continue
+        if count == 0:
+            own = source.num_examples is not None
+            errors.append(
+                SetupError(
+                    f"{path}.num_examples" if own else f"{prefix}eval.num_examples",
+                    f"= {num_examples} leaves no prompt to evaluate",
+                    "evaluate at least one prompt (-1 takes them all), or drop the source",
+                )
+            )
             continue
         built.append(
             EvalSource(
