@@ -481,7 +481,7 @@ class CurriculumConfig(ConfigModel):
 
 class EvalSourceConfig(ConfigModel):
     """
-    One source of held-out prompts; unset settings come from [orchestrator.eval].
+    One source of held-out prompts; unset settings come from the eval table above it.
     """
 
     model_config = ConfigDict(
@@ -534,7 +534,7 @@ class EvalSourceConfig(ConfigModel):
     sampling: Annotated[
         EvalSamplingConfig | None,
         Field(
-            description="Sampling of this source; unset keys come from [orchestrator.eval.sampling]."
+            description="Sampling of this source; unset keys come from the eval table's sampling."
         ),
     ] = None
     num_examples: Annotated[
@@ -553,18 +553,15 @@ class EvalSourceConfig(ConfigModel):
     ] = None
 
 
-class EvalConfig(ConfigModel):
+class BaseEvalConfig(ConfigModel):
     """
-    Online evaluation of the policy on the eval sources.
+    The settings of online evaluation that the orchestrator's [orchestrator.eval] and the SFT trainer's [eval] share: the eval sources, their sampling and when they run.
     """
 
-    model_config = ConfigDict(
-        extra="forbid",
-    )
     source: Annotated[
         list[EvalSourceConfig],
         Field(
-            description="The [[orchestrator.eval.source]] tables; at least one.",
+            description="The eval source tables ([[orchestrator.eval.source]], or [[eval.source]] in an SFT config); at least one.",
             min_length=1,
         ),
     ]
@@ -594,6 +591,16 @@ class EvalConfig(ConfigModel):
     retrigger_on_resume: Annotated[
         bool, Field(description="Evaluate again at the step a resumed run starts from.")
     ] = False
+
+
+class EvalConfig(BaseEvalConfig):
+    """
+    Online evaluation of the policy on the eval sources.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
 
 
 class TrainSourceConfig(ConfigModel):

@@ -5,8 +5,11 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
+from . import client as client_1
 from . import deployment as deployment_1
+from . import inference as inference_1
 from . import monitors as monitors_1
+from . import orchestrator
 from . import renderer as renderer_1
 from . import resume as resume_1
 from . import run as run_1
@@ -15,6 +18,39 @@ from . import slurm as slurm_1
 from . import val as val_1
 from . import weight_broadcast as weight_broadcast_1
 from .base_trainer import BaseTrainerConfig
+from .orchestrator import BaseEvalConfig
+
+
+class EvalsEvalConfig(BaseEvalConfig):
+    """
+    Online evals of the SFT run: the orchestrator's eval settings, plus the server the evals talk to and their environment servers and concurrency.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    client: Annotated[
+        client_1.ClientConfig,
+        Field(
+            description="The inference server the evals use; [inference] fills base_url from its server.port. Without [inference] the evals run in the trainer's process.",
+            validate_default=True,
+        ),
+    ] = {}
+    env_server_base_port: Annotated[
+        int,
+        Field(
+            description="Port of the first environment server started for the eval sources; eval source i listens on this port plus i, at 127.0.0.1.",
+            ge=1,
+            le=65535,
+        ),
+    ] = 5000
+    concurrency: Annotated[
+        orchestrator.ConcurrencyConfig,
+        Field(
+            description="How many eval episodes may be in flight at once.",
+            validate_default=True,
+        ),
+    ] = {}
 
 
 class SFTTrainerConfig(BaseTrainerConfig):
@@ -32,13 +68,25 @@ class SFTTrainerConfig(BaseTrainerConfig):
         val_1.SFTValConfig | None,
         Field(description="Periodic validation; off unless this table is present."),
     ] = None
+    eval: Annotated[
+        EvalsEvalConfig | None,
+        Field(
+            description="Online evals: at step 0, at every source's interval and at the end the current weights play the eval sources (built-in tasksets, your data and reward, verifiers environments) and their scores go to the metrics; off unless this table is present."
+        ),
+    ] = None
+    inference: Annotated[
+        inference_1.InferenceConfig | None,
+        Field(
+            description="The inference server (vLLM) sft starts for the online evals on a GPU machine, loading the weights of each eval step; needs [eval]. Without a GPU the evals run in the trainer's process instead, and sft says so."
+        ),
+    ] = None
     renderer: Annotated[renderer_1.RendererConfig, Field(description="How chat examples are rendered to tokens (the tokenizer's chat template unless named).", validate_default=True)] = {
         "name": "auto"
     }
     weight_broadcast: Annotated[
         weight_broadcast_1.WeightBroadcastConfig | None,
         Field(
-            description="How weights reach an inference server for online evals; null while online evals are off."
+            description="How the weights of each eval step reach the online evals' inference server; null until [eval] resolves it (filesystem)."
         ),
     ] = None
     resume: Annotated[

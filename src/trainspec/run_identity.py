@@ -66,6 +66,8 @@ NOT_TRAINING: dict[Kind, dict[str, Any]] = {
     "sft": {
         **_EVERY_TRAINER,
         "val": True,
+        "eval": True,
+        "inference": True,
         "deployment": True,
         "weight_broadcast": True,
         "dry_run": True,

@@ -7,6 +7,10 @@ import torch
 
 # -- refusals: (path the error must name, settings that ask for it, CPU-only refusal) ----------
 
+# Online evals of one built-in source, one prompt, two tokens: what the [eval] rows change.
+EVAL_SOURCE = {"env": {"taskset": {"id": "builtin:reverse-text"}}}
+EVAL_ON = {"num_examples": 1, "sampling": {"max_completion_tokens": 2}, "source": [EVAL_SOURCE]}
+
 REFUSALS = [
     ("model.impl", {"model.impl": "custom"}, False),
     ("model.conversion_dir", {"model.conversion_dir": "/nonexistent/converted"}, False),
@@ -98,6 +102,39 @@ REFUSALS = [
     (
         "weight_broadcast",
         {"weight_broadcast": {"type": "nixl", "session_id": "s", "inference_world_size": 2}},
+        False,
+    ),
+    # [inference] settings tune the vLLM server only the sft launcher starts (on a GPU)
+    ("inference", {"eval": EVAL_ON, "inference": {"vllm": {"gpu_memory_utilization": 0.5}}}, False),
+    (
+        "eval.client",
+        {"eval": {**EVAL_ON, "client": {"base_url": "http://h:1/v1", "headers": {"X": "y"}}}},
+        False,
+    ),
+    (
+        "eval.concurrency.initial_inflight",
+        {"eval": {**EVAL_ON, "concurrency": {"initial_inflight": 2}}},
+        False,
+    ),
+    (
+        "eval.concurrency.min_inflight",
+        {"eval": {**EVAL_ON, "concurrency": {"min_inflight": 2}}},
+        False,
+    ),
+    ("eval.env_server_base_port", {"eval": {**EVAL_ON, "env_server_base_port": 5100}}, False),
+    ("eval.sampling.top_p", {"eval": {**EVAL_ON, "sampling": {"top_p": 0.9}}}, False),
+    (
+        "deployment.type",
+        {
+            "eval": EVAL_ON,
+            "inference": {},
+            "deployment": {
+                "type": "multi_node",
+                "num_train_nodes": 1,
+                "gpus_per_node": 1,
+                "num_infer_nodes": 1,
+            },
+        },
         False,
     ),
 ]

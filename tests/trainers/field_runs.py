@@ -467,3 +467,66 @@ def run_launcher(out: Path, recorder: FieldRecorder, mp: pytest.MonkeyPatch) -> 
         config = config.model_copy(update={"deployment": deployment.deployment})
         assert launch(recorder.wrap(config)) == 0
         assert "#SBATCH --job-name=j" in (out / "outputs" / name / "sft.sbatch").read_text()
+
+
+ARITH = Path(__file__).resolve().parents[2] / "configs" / "rl" / "arith"
+
+
+def online_eval_settings(out: Path) -> dict:
+    """[eval] with a built-in taskset and a source of your own data and reward, every key of
+    each source written; a bare [inference] (on CPU: the evals run in process)."""
+    data = {"name": str(ARITH / "test.jsonl"), "prompt": "prompt", "split": "train",
+            "subset": "None", "system_prompt": "Add."}  # fmt: skip
+    return {
+        "eval": {
+            "interval": 2,
+            "num_examples": 2,
+            "group_size": 1,
+            "skip_first_step": False,
+            "retrigger_on_resume": True,
+            "sampling": {"temperature": "None", "max_completion_tokens": 3, "extra_body": {}},
+            "env_server_base_port": 5000,
+            "concurrency": {"max_inflight": 8},
+            "source": [
+                {
+                    "name": "rt",
+                    "env": {"taskset": {"id": "builtin:reverse-text", "split": "test"}},
+                    "serve": {},
+                    "ratio": 1.0,
+                    "num_examples": 2,
+                    "group_size": 2,
+                    "interval": 1,
+                    "sampling": {"temperature": 1.0, "max_completion_tokens": 2},
+                },
+                {
+                    "name": "sums",
+                    "data": data,
+                    "reward": ["math_answer"],
+                    "reward_weights": [1.0],
+                },
+            ],
+        },
+        "inference": {},
+        "ckpt": {},
+    }
+
+
+def run_online_evals(out: Path, recorder: FieldRecorder) -> None:
+    """Two steps with online evals, then the same run extended by a step (a resumed start)."""
+    settings = online_eval_settings(out)
+    config = tiny_config(out, "evals", settings)
+    assert train_recorded(recorder, config) == 0
+    extended = tiny_config(out, "evals", {**settings, "max_steps": 3})
+    assert train_recorded(recorder, extended) == 0
+    run = Path(config.output_dir) / config.run.dir
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    # rt every step, sums every 2; retrigger_on_resume evaluates step 2 again on the resume
+    evaluated = [(r["step"], sorted(k for k in r if k.endswith("/reward"))) for r in records
+                 if "eval_reward" in r]  # fmt: skip
+    assert evaluated == [
+        (0, ["eval/rt/reward", "eval/sums/reward"]),
+        (1, ["eval/rt/reward"]),
+        (2, ["eval/rt/reward", "eval/sums/reward"]),
+        (2, ["eval/rt/reward", "eval/sums/reward"]),
+        (3, ["eval/rt/reward", "eval/sums/reward"]),
+    ]

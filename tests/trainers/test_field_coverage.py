@@ -14,6 +14,9 @@ How it is proven, with no list that could lie:
   rule, which must run for SFT and act differently for two values of the field;
 * renamed keys (`x-trainspec-renamed` in the schema) must be rejected by `load` naming the key.
 
+The keys of each `[[eval.source]]` table count as leaves of their own (`eval.source[].interval`),
+as the orchestrator's do in rl/test_rl_field_coverage.py.
+
     .venv/bin/python -m pytest tests/trainers/test_field_coverage.py -q
 
 The consumption runs happen once per module (fixtures `consumed` and `refused`); the tests only
@@ -26,6 +29,7 @@ import typing
 
 import pytest
 import torch
+from field_leaves import leaves_of
 from field_recorder import FieldRecorder
 from field_refusals import REFUSAL_IDS, REFUSALS, REFUSED_PATHS, applies_here, renderer_settings
 from field_runs import (
@@ -37,6 +41,7 @@ from field_runs import (
     run_everything_on,
     run_launcher,
     run_moe,
+    run_online_evals,
     run_sgd_linear,
     tiny_config,
     train_recorded,
@@ -53,7 +58,7 @@ from trainspec.validators.pipeline import rules_for
 torch.set_num_threads(1)
 
 SCHEMA = schema_info("sft")
-LEAVES = sorted(".".join(path) for path in SCHEMA.keys if not SCHEMA.children.get(path))
+LEAVES = leaves_of(SCHEMA)  # with the keys of each [[eval.source]] table (eval.source[].name)
 # Old names the config layer rejects with their new name; they never reach a trainer.
 RENAMED = {".".join(path): info.renamed_to for path, info in SCHEMA.keys.items() if info.renamed_to}
 
@@ -80,6 +85,7 @@ def consumed(tmp_path_factory) -> FieldRecorder:
         run_chat_and_resume(out, recorder)
         run_moe(out, recorder)
         run_compiled(out, recorder)
+        run_online_evals(out, recorder)
         run_command_line(out, recorder, mp)
         run_launcher(out, recorder, mp)
     return recorder
@@ -142,6 +148,7 @@ def _how_consumed(leaf: str, consumed: FieldRecorder, refused_reads: FieldRecord
 def test_the_schema_has_leaves():
     assert len(LEAVES) > 100
     assert "optim.betas1" in LEAVES and "env_vars" in LEAVES and "model" not in LEAVES
+    assert {"eval.source[].interval", "eval.client.base_url", "inference.vllm.seed"} <= set(LEAVES)
 
 
 @pytest.mark.parametrize("leaf", LEAVES)
@@ -244,7 +251,11 @@ def test_renamed_key_is_rejected(path):
 def test_recorded_paths_are_schema_keys(consumed, refused):
     _, refused_reads = refused
     recorded = consumed.paths() | refused_reads.paths()
-    unknown = sorted(p for p in recorded if tuple(p.split(".")) not in SCHEMA.keys)
+    known = {".".join(path) for path in SCHEMA.keys}
+    for leaf in LEAVES:  # and the tables inside an array's tables (eval.source[].data)
+        parts = leaf.split(".")
+        known |= {".".join(parts[:end]) for end in range(1, len(parts) + 1)}
+    unknown = sorted(p for p in recorded if p not in known)
     assert not unknown, f"read paths the schema does not have: {unknown}"
 
 

@@ -1,6 +1,7 @@
 """Every setting this build or device cannot honour, refused before anything loads.
 
     check_sft(config, processes, device_type)          # sft, before any worker starts
+                                                       # (its online evals: sft/eval_refusals.py)
     check_rl_trainer(config, processes, device_type)   # rl-trainer
     check_broadcast(config.weight_broadcast, device_type)   # the orchestrator
 
@@ -21,8 +22,12 @@ INFLIGHT_DEFAULT = 5
 
 def check_sft(config, processes: int, device_type: str) -> None:
     """The SFT trainer's refusals: `[model]`, data shapes, renderers, weight broadcasts."""
+    from .sft.eval_refusals import online_eval_refusals
+
     raise_all(
-        model_refusals(config.model, device_type, processes) + sft_refusals(config, processes)
+        model_refusals(config.model, device_type, processes)
+        + sft_refusals(config, processes)
+        + online_eval_refusals(config, device_type)
     )
 
 
@@ -179,7 +184,7 @@ def batch_split(data_cfg, path: str, processes: int) -> tuple[int, int] | SetupE
 
 
 def sft_refusals(config, processes: int) -> list[SetupError]:
-    """Data shapes the processes cannot split, renderers and broadcasts SFT does not have."""
+    """Data shapes the processes cannot split, and renderers SFT does not have."""
     errors: list[SetupError] = []
     tables = [("data", config.data)]
     if config.val is not None:
@@ -197,15 +202,6 @@ def sft_refusals(config, processes: int) -> list[SetupError]:
         if isinstance(split, SetupError):
             errors.append(split)
     errors.extend(renderer_refusals(config.renderer))
-    if config.weight_broadcast is not None:
-        errors.append(
-            SetupError(
-                "weight_broadcast",
-                f'"{config.weight_broadcast.type}" feeds online evals, which this build does '
-                "not run during SFT",
-                "drop [weight_broadcast]; each checkpoint has HF weights under step_N/weights",
-            )
-        )
     return errors
 
 

@@ -56,16 +56,22 @@ def concurrency_holds_a_group(cfg: OrchestratorConfig, ctx: RuleContext) -> None
                 f"set concurrency.{key} >= {cfg.group_size}",
                 related=("group_size",),
             )
+    check_concurrency_bounds(ctx, "concurrency", c)
+
+
+def check_concurrency_bounds(ctx: RuleContext, at: str, c: Any) -> None:
+    """initial_inflight and min_inflight of the concurrency table at `at` may not exceed its
+    max_inflight (the reference's ConcurrencyConfig.validate_bounds)."""
     if c.max_inflight is None:
         return
     for key in ("initial_inflight", "min_inflight"):
         value = getattr(c, key)
         if value is not None and value > c.max_inflight:
             ctx.error(
-                f"concurrency.{key}",
-                f"= {show(value)} is above concurrency.max_inflight = {show(c.max_inflight)}",
-                f"set concurrency.{key} <= {c.max_inflight}, or raise max_inflight",
-                related=("concurrency.max_inflight",),
+                f"{at}.{key}",
+                f"= {show(value)} is above {at}.max_inflight = {show(c.max_inflight)}",
+                f"set {at}.{key} <= {c.max_inflight}, or raise max_inflight",
+                related=(f"{at}.max_inflight",),
             )
 
 
@@ -105,58 +111,69 @@ def source_names_distinct(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
     """Sources of one list need distinct names (the name defaults to the taskset id, else the
     data's name), and none may be "agg", which the reference's metrics use for all sources."""
     for table, sources in _source_lists(cfg):
-        seen: dict[str, int] = {}
-        for index, source in enumerate(sources):
-            name = source_name(source)
-            if name in RESERVED_NAMES:
-                ctx.error(
-                    f"{table}.source.{index}.name",
-                    f"= {name!r} is reserved (the metrics of all sources together)",
-                    "pick another name",
-                )
-            elif name in seen:
-                ctx.error(
-                    f"{table}.source.{index}.name",
-                    f"= {name!r} also names {table}.source[{seen[name]}]",
-                    "give each source its own name",
-                    related=(f"{table}.source.{seen[name]}",),
-                )
-            seen.setdefault(name, index)
+        check_source_names(ctx, f"{table}.source", sources)
+
+
+def check_source_names(ctx: RuleContext, at: str, sources: list[Any]) -> None:
+    """The names of the sources of the list at `at` ("train.source", "eval.source"): distinct,
+    and not a reserved one."""
+    seen: dict[str, int] = {}
+    for index, source in enumerate(sources):
+        name = source_name(source)
+        if name in RESERVED_NAMES:
+            ctx.error(
+                f"{at}.{index}.name",
+                f"= {name!r} is reserved (the metrics of all sources together)",
+                "pick another name",
+            )
+        elif name in seen:
+            ctx.error(
+                f"{at}.{index}.name",
+                f"= {name!r} also names {at}[{seen[name]}]",
+                "give each source its own name",
+                related=(f"{at}.{seen[name]}",),
+            )
+        seen.setdefault(name, index)
 
 
 def source_has_one_task(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
     """A source is an environment (`env`) or your own data (`data` with at least one `reward`),
     not both; `reward` and `reward_weights` go with `data`, one weight per function."""
     for table, sources in _source_lists(cfg):
-        for index, source in enumerate(sources):
-            at = f"{table}.source.{index}"
-            if source.data is not None and source.env:
-                ctx.error(
-                    f"{at}.env",
-                    "is set beside data: a source's prompts come from one of them",
-                    "drop env (the data and its reward make the task), or drop data",
-                    related=(f"{at}.data",),
-                )
-            if source.data is not None and not source.reward:
-                ctx.error(
-                    f"{at}.data",
-                    "has no reward to score its completions",
-                    f'add reward = ["math_answer"] (or "rewards.py:my_reward") to {at}',
-                )
-            if source.data is None and source.reward:
-                ctx.error(
-                    f"{at}.reward",
-                    "is set without data: an environment scores its own completions",
-                    "drop reward, or give the source data to score",
-                )
-            weights = source.reward_weights
-            if weights is not None and len(weights) != len(source.reward):
-                ctx.error(
-                    f"{at}.reward_weights",
-                    f"has {len(weights)} weights for {len(source.reward)} reward functions",
-                    "give one weight per function, or drop reward_weights for 1.0 each",
-                    related=(f"{at}.reward",),
-                )
+        check_source_tasks(ctx, f"{table}.source", sources)
+
+
+def check_source_tasks(ctx: RuleContext, at: str, sources: list[Any]) -> None:
+    """Each source of the list at `at` has one task: an environment, or data and a reward."""
+    for index, source in enumerate(sources):
+        here = f"{at}.{index}"
+        if source.data is not None and source.env:
+            ctx.error(
+                f"{here}.env",
+                "is set beside data: a source's prompts come from one of them",
+                "drop env (the data and its reward make the task), or drop data",
+                related=(f"{here}.data",),
+            )
+        if source.data is not None and not source.reward:
+            ctx.error(
+                f"{here}.data",
+                "has no reward to score its completions",
+                f'add reward = ["math_answer"] (or "rewards.py:my_reward") to {here}',
+            )
+        if source.data is None and source.reward:
+            ctx.error(
+                f"{here}.reward",
+                "is set without data: an environment scores its own completions",
+                "drop reward, or give the source data to score",
+            )
+        weights = source.reward_weights
+        if weights is not None and len(weights) != len(source.reward):
+            ctx.error(
+                f"{here}.reward_weights",
+                f"has {len(weights)} weights for {len(source.reward)} reward functions",
+                "give one weight per function, or drop reward_weights for 1.0 each",
+                related=(f"{here}.reward",),
+            )
 
 
 def algo_tables(cfg: OrchestratorConfig) -> list[tuple[int | None, Any]]:

@@ -1,9 +1,11 @@
 """Rules of the SFT trainer only; they run after the shared rules.
 
+The online evals' rules (the reference's propagate_model_to_inference and
+auto_setup_online_eval) live in online_evals.py and run here, after the deployment's.
+
 Not carried over from the reference, because the fields they act on are out of the first scope:
-propagate_model_to_inference, auto_setup_online_eval (eval, inference), validate_typed_renderer
-(renderer), validate_deployment and auto_setup_slurm_template (slurm), normalize_deployment
-(trainspec rejects the keys it dropped).
+validate_typed_renderer (renderer), validate_deployment and auto_setup_slurm_template (slurm),
+normalize_deployment (trainspec rejects the keys it dropped).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from trainspec.generated.sft_data import FakeDataConfig
 from trainspec.run_identity import identity_digest, run_identity
 
 from .context import RuleContext
+from .online_evals import ONLINE_EVAL_RULES
 
 if TYPE_CHECKING:
     from trainspec.generated.sft_trainer import SFTTrainerConfig
@@ -188,6 +191,7 @@ SFT_RULES = (
     validate_batch_size,
     validate_subsets_and_splits,
     validate_gpu_count,
+    *ONLINE_EVAL_RULES,
     validate_cp_seq_len,
     validate_cp_micro_batch_size,
     validate_vlm_constraints,

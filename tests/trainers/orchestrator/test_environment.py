@@ -157,7 +157,7 @@ def test_an_environment_source_refuses_opsd_naming_the_algo(tokenizer, player):
         "orchestrator", [], {"model.name": "builtin:tiny-qwen3", "train.source": [source],
                              "algo": algo},
     ).config  # fmt: skip
-    players = Players(config, tokenizer)
+    players = Players.of(config, tokenizer)
     players.player = player  # the module's player: one set of harness processes
     with pytest.raises(SetupError) as caught:
         train_sources(config, tokenizer, players=players)

@@ -41,6 +41,7 @@ if TRAINER_TESTS not in sys.path:
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from field_leaves import leaves_of  # noqa: E402
 from field_recorder import FieldRecorder  # noqa: E402
 from field_refusals import applies_here, renderer_settings  # noqa: E402
 from field_runs import heartbeat_server, isolated  # noqa: E402
@@ -73,38 +74,13 @@ from rl_field_runs import (  # noqa: E402
     train_recorded,
 )
 
-from trainspec.config.schema_info import SchemaInfo, schema_info  # noqa: E402
+from trainspec.config.schema_info import schema_info  # noqa: E402
 from trainspec.trainers.errors import SetupError, SetupErrors  # noqa: E402
 
 torch.set_num_threads(1)
 
 KINDS = ("rl", "orchestrator")
 SCHEMAS = {kind: schema_info(kind) for kind in KINDS}
-
-
-def item_leaves(schema, array: tuple[str, ...]) -> list[str]:
-    """The leaves inside the tables of an array of tables (`train.source[].ratio`)."""
-    node = schema.schema
-    for part in array:
-        node = schema.resolve(node)
-        properties = {}
-        for branch in [node, *node.get("anyOf", []), *node.get("allOf", [])]:
-            properties.update(schema.resolve(branch).get("properties", {}))
-        node = schema.resolve(properties[part])
-    items = next(schema.resolve(b)["items"] for b in [node, *node.get("anyOf", [])] if "items" in b)
-    inner = SchemaInfo({"$defs": schema.schema.get("$defs", {}), **schema.resolve(items)})
-    prefix = ".".join(array) + "[]."
-    return [prefix + ".".join(p) for p in inner.keys if not inner.children.get(p)]
-
-
-def leaves_of(schema) -> list[str]:
-    out = []
-    for path, info in schema.keys.items():
-        if not schema.children.get(path):
-            out.append(".".join(path))
-            if info.items is not None and "object" in info.items.types:
-                out += item_leaves(schema, path)
-    return sorted(out)
 
 
 LEAVES = {kind: leaves_of(schema) for kind, schema in SCHEMAS.items()}

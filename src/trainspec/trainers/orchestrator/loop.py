@@ -35,85 +35,26 @@ from ..run.heartbeat import Heartbeat
 from ..run.lock import lock_run_dir, release_run_dir
 from ..run.monitor import Monitor
 from ..run.run_dir import write_resolved_config
+from .evals import run_evals
 from .inflight import build_inflight
 from .policy import Policy
 from .prompts import prompt_renderer
 from .report import draw_rl_plot
 from .sources import (
-    EvalSource,
     Players,
     SourcePicker,
     TokenPicker,
     eval_sources,
     train_sources,
 )
-from .step_batch import StepBatch, max_tokens_for
+from .step_batch import StepBatch
 from .support import check_support
 
 log = logging.getLogger("trainspec.orchestrator")
 
 
-def evaluate(policy: Policy, source: EvalSource, seq_len: int) -> dict[str, float]:
-    """Exact match and mean reward of the source's first num_examples prompts: greedy answers
-    without an eval temperature, else group_size samples per prompt."""
-    prompts = source.task.first(source.num_examples)
-    assert policy.sampler is not None, "evaluate after policy.wait_for has loaded weights"
-    temperature = source.sampling.temperature
-    played = source.task.rollouts(
-        prompts,
-        1 if temperature is None else source.group_size,
-        policy.sampler,
-        temperature=temperature or 0.0,
-        max_tokens=max_tokens_for(source.sampling, prompts, seq_len),
-        seed=policy.step,
-    )
-    pairs = [(p, c) for p, (group, _) in zip(prompts, played, strict=True) for c in group]
-    rewards = [r for _, scores in played for r in scores]
-    count = max(1, len(pairs))
-    result = {"reward": sum(rewards) / count}
-    exact = [source.task.exact(c.text, p) for p, c in pairs]
-    if exact and None not in exact:  # your data and environments have rewards, no answer
-        hits = [c.finished and bool(e) for (_, c), e in zip(pairs, exact, strict=True)]
-        result["exact_match"] = sum(hits) / count
-    return result
-
-
 # Set by `rl` for its orchestrator: the trainer's progress bar shares the terminal.
 UNDER_RL = os.environ.get("TRAINSPEC_RL_SIDE") == "orchestrator"
-
-
-def run_evals(policy, sources, step: int, seq_len: int, *, every=False, final=False) -> dict:
-    """Evaluate the sources due at `step` (every one with `every`); metrics eval/<name>/...,
-    eval_reward and eval_exact_match (their means; exact match of the sources that have a
-    reference answer), each said on the console."""
-    metrics: dict[str, float] = {}
-    scores, rewards = [], []
-    for source in sources:
-        if not every and step % source.interval:
-            continue
-        result = evaluate(policy, source, seq_len)
-        rewards.append(result["reward"])
-        if "exact_match" in result:
-            scores.append(result["exact_match"])
-        metrics.update({f"eval/{source.name}/{key}": value for key, value in result.items()})
-        which = "the final weights" if final else f"the weights of step {policy.step}"
-        exact = (
-            f"exact match {100 * result['exact_match']:.1f}%, " if "exact_match" in result else ""
-        )
-        log.info(
-            "step %d: %s held-out %sreward %.3f (%d prompts, %s)",
-            step,
-            source.name,
-            exact,
-            result["reward"],
-            source.task.count(source.num_examples),
-            which,
-        )
-    if scores:
-        metrics["eval_exact_match"] = sum(scores) / len(scores)
-    if rewards:
-        metrics["eval_reward"] = sum(rewards) / len(rewards)
-    return metrics
 
 
 def check_resume(config, step: int) -> None:
@@ -161,7 +102,7 @@ def run(config) -> int:
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_id
     local = config.sampler.type == "local"
     inflight = build_inflight(config)  # episodes in flight: fixed, or following the KV cache
-    players = Players(config, tokenizer, inflight)  # plays the verifiers environments, if any
+    players = Players.of(config, tokenizer, inflight)  # plays the verifiers environments, if any
     try:
         sources = train_sources(
             config, tokenizer, render, local=local, stop_id=stop_id, players=players
@@ -196,7 +137,9 @@ def run(config) -> int:
     if config.eval is not None:
         retrigger, skip = config.eval.retrigger_on_resume, config.eval.skip_first_step
         if retrigger if step > 0 else not skip:
-            metrics = run_evals(policy, held_out, step, config.seq_len, every=True)
+            metrics = run_evals(
+                policy.sampler, held_out, step, config.seq_len, weights_step=policy.step, every=True
+            )
             monitor.log(step, metrics)
 
     # -- the loop --------------------------------------------------------------------------
@@ -268,7 +211,9 @@ def run(config) -> int:
         step += 1
         final_step = step == config.max_steps  # evaluated below, with the final weights
         if not final_step:
-            metrics.update(run_evals(policy, held_out, step, config.seq_len))
+            metrics.update(
+                run_evals(policy.sampler, held_out, step, config.seq_len, weights_step=policy.step)
+            )
         monitor.log(step, metrics)
         heartbeat.beat(step)
         due = time.monotonic() - last_line >= config.log.interval
@@ -287,7 +232,10 @@ def run(config) -> int:
     # -- the end: the trainer's final weights, evaluated ------------------------------------
     final = step if not should_stop() else None
     if final is not None and policy.wait_for(final, should_stop) and held_out:
-        metrics = run_evals(policy, held_out, final, config.seq_len, every=True, final=True)
+        metrics = run_evals(
+            policy.sampler, held_out, final, config.seq_len, weights_step=policy.step,
+            every=True, final=True,
+        )  # fmt: skip
         monitor.log(final, metrics)
     sender.close()
     for source in sources:

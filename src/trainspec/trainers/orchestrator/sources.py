@@ -5,6 +5,7 @@ sampling, with the group tables' settings filled in where the source sets none.
     train = train_sources(config, tokenizer, render)     # list[TrainSource], at least one
     picks = SourcePicker(train, batch_size, seed).step(step)   # (source, position) per prompt
     evals = eval_sources(config, tokenizer, render)      # [] without [orchestrator.eval]
+    evals = build_eval_sources(sft_config.eval, tokenizer, render, players=..., seed=...)
 
 A source's `sampling` table is merged over the group's key by key (the keys it sets, not null,
 win), its `group_size` and `algo` default to the orchestrator's. Null means unset, so a config
@@ -112,22 +113,47 @@ def _task(
 
 
 class Players:
-    """The one EnvPlayer of an orchestrator's environment sources, built when the first needs
-    it (a run of built-in tasksets never imports verifiers)."""
+    """The one EnvPlayer of a run's environment sources, built when the first needs it (a run of
+    built-in tasksets never imports verifiers), and the environment servers started for them
+    (their files under `run_dir`, source i at `base_port` + i)."""
 
-    def __init__(self, config, tokenizer, inflight=None) -> None:
-        self.config = config
+    def __init__(
+        self,
+        tokenizer,
+        renderer_cfg,
+        *,
+        run_dir: Path,
+        base_port: int,
+        max_inflight: int | None,
+        inflight=None,
+    ) -> None:
         self.tokenizer = tokenizer
-        self.inflight = inflight  # the orchestrator's InflightLimit (inflight.py)
+        self.renderer_cfg = renderer_cfg
+        self.run_dir = run_dir
+        self.base_port = base_port
+        self.max_inflight = max_inflight
+        self.inflight = inflight  # an InflightLimit (inflight.py): the orchestrator's cap
         self.player: EnvPlayer | None = None
         self.servers: EnvServers | None = None
+
+    @classmethod
+    def of(cls, config, tokenizer, inflight=None) -> Players:
+        """The orchestrator's: its renderer, concurrency (`inflight`, its cap) and
+        env_server_base_port, servers' files in <output_dir>/orchestrator."""
+        return cls(
+            tokenizer,
+            config.renderer,
+            run_dir=Path(config.output_dir) / "orchestrator",
+            base_port=config.env_server_base_port,
+            max_inflight=config.concurrency.max_inflight,
+            inflight=inflight,
+        )
 
     def serve(self, source, path: str, *, split: str, index: int) -> str:
         """The address of the environment server started for `source` (index i of the train
         sources, then the eval sources)."""
         if self.servers is None:
-            run_dir = Path(self.config.output_dir) / "orchestrator"
-            self.servers = EnvServers(run_dir, base_port=self.config.env_server_base_port)
+            self.servers = EnvServers(self.run_dir, base_port=self.base_port)
         name = source_name(source).replace("/", "_")
         return self.servers.start(
             source.env, dict(source.serve), path, split=split, index=index, name=name
@@ -137,8 +163,8 @@ class Players:
         if self.player is None:
             self.player = EnvPlayer(
                 self.tokenizer,
-                self.config.renderer,
-                max_inflight=self.config.concurrency.max_inflight,
+                self.renderer_cfg,
+                max_inflight=self.max_inflight,
                 inflight=self.inflight,
             )
         return self.player
@@ -217,7 +243,7 @@ def train_sources(
     """The train sources; `local`: the in-process sampler, which sends no request extras.
     Frozen models (opd's teacher, sft's sampling source) must be up: this waits for them."""
     errors: list[SetupError] = []
-    players = players or Players(config, tokenizer)
+    players = players or Players.of(config, tokenizer)
     if render is None or stop_id is None:
         default_render, default_stop = prompt_renderer(config.renderer, tokenizer)
         render, stop_id = render or default_render, default_stop if stop_id is None else stop_id
@@ -305,26 +331,57 @@ def train_sources(
 def eval_sources(
     config, tokenizer, render: Callable | None = None, *, players: Players | None = None
 ) -> list[EvalSource]:
+    """The orchestrator's eval sources ([] without [orchestrator.eval])."""
     if config.eval is None:
         return []
-    players = players or Players(config, tokenizer)
+    players = players or Players.of(config, tokenizer)
+    return build_eval_sources(
+        config.eval, tokenizer, render, players=players, seed=config.seed,
+        first_index=len(config.train.source), prefix=PREFIX,
+    )  # fmt: skip
+
+
+def build_eval_sources(
+    eval_cfg,
+    tokenizer,
+    render: Callable | None = None,
+    *,
+    players: Players,
+    seed: int,
+    first_index: int = 0,
+    prefix: str = "",
+) -> list[EvalSource]:
+    """The sources of an eval table (the orchestrator's [orchestrator.eval], an SFT run's
+    [eval]): each one's task, name, sample count, group size, interval and sampling, its unset
+    settings taken from the table. `prefix` places the table in the config ("orchestrator."),
+    `first_index` is the index of its first source among the run's environment servers."""
     errors: list[SetupError] = []
     built: list[EvalSource] = []
-    group = config.eval
+    group = eval_cfg
     for index, source in enumerate(group.source):
-        path = f"{PREFIX}eval.source[{index}]"
+        path = f"{prefix}eval.source[{index}]"
         name = source_name(source)
         _not_served(source, path, errors)
         sampling = _merged(group.sampling, source.sampling, extra_body=False)  # support.py
-        task = _collect(errors, _task, source, path, tokenizer, seed=config.seed, role="eval",
-                        render=render, players=players,
-                        index=len(config.train.source) + index)  # fmt: skip
+        task = _collect(errors, _task, source, path, tokenizer, seed=seed, role="eval",
+                        render=render, players=players, index=first_index + index)  # fmt: skip
         if task is None:
             continue
         num_examples = (
             source.num_examples if source.num_examples is not None else group.num_examples
         )
-        if _collect(errors, task.count, num_examples) is None:  # an infinite taskset: all of it
+        count = _collect(errors, task.count, num_examples)
+        if count is None:  # an infinite taskset: all of it
+            continue
+        if count == 0:
+            own = source.num_examples is not None
+            errors.append(
+                SetupError(
+                    f"{path}.num_examples" if own else f"{prefix}eval.num_examples",
+                    f"= {num_examples} leaves no prompt to evaluate",
+                    "evaluate at least one prompt (-1 takes them all), or drop the source",
+                )
+            )
             continue
         built.append(
             EvalSource(

@@ -14,13 +14,10 @@ from trainspec.validators.orchestrator import algo_tables
 
 from ..errors import SetupError, raise_all
 from ..preflight import renderer_refusals
+from .evals import eval_sampling_refusals
 
 PREFIX = "orchestrator."
 NO_SERVER = "this build's samplers generate in process or on an OpenAI-compatible server"
-EVAL_PLAIN = (
-    "evaluation samples the plain distribution at the eval temperature (greedy without one), "
-    "and sends no other sampling settings or request extras"
-)
 LOCAL_ONLY = (
     "the in-process sampler samples from the full distribution at the temperature; "
     "request extras go to a server"
@@ -114,24 +111,7 @@ def check_support(config) -> None:
     if config.sampler.type == "local" and config.train.sampling.extra_body:
         refuse("train.sampling.extra_body", f"is set: {LOCAL_ONLY}")
     if config.eval is not None:
-        tables = [("eval.sampling", config.eval.sampling)] + [
-            (f"eval.source[{i}].sampling", source.sampling)
-            for i, source in enumerate(config.eval.source)
-            if source.sampling is not None
-        ]
-        for at, sampling in tables:
-            for key in ("top_p", "top_k", "min_p", "reasoning_effort"):
-                if getattr(sampling, key) is not None:
-                    refuse(f"{at}.{key}", f"is set: {EVAL_PLAIN}")
-            if sampling.extra_body:
-                refuse(f"{at}.extra_body", f"is set: {EVAL_PLAIN}")
-        for i, source in enumerate(config.eval.source):
-            if source.ratio != 1.0:
-                refuse(
-                    f"eval.source[{i}].ratio",
-                    f"= {source.ratio}: ratio weighs how often a train source is picked; an eval "
-                    "source evaluates its first num_examples at its interval",
-                )
+        errors.extend(eval_sampling_refusals(config.eval, PREFIX + "eval"))
     errors.extend(renderer_refusals(config.renderer, PREFIX, "orchestrator"))
     for index, algo in algo_tables(config):  # opsd renders its hint with a renderer of its own
         if algo.type == "opsd":

@@ -43,11 +43,14 @@ def broadcast_dir(run_dir: Path, step: int) -> Path:
 
 
 class FileSystemBroadcast:
-    def __init__(self, run_dir: Path, model, export: Export, world: World) -> None:
+    def __init__(
+        self, run_dir: Path, model, export: Export, world: World, keep: int = KEEP
+    ) -> None:
         self.run_dir = run_dir
         self.model = model
         self.export = export
         self.world = world
+        self.keep = keep  # the newest broadcasts kept
 
     def publish(self, step: int) -> None:
         """Write the weights after `step` (a collective: every rank calls it)."""
@@ -57,7 +60,7 @@ class FileSystemBroadcast:
         export_weights(self.model, target, self.export, is_main=self.world.is_main)
         if self.world.is_main:
             (target / READY).touch()
-            for old in ready_steps(self.run_dir)[:-KEEP]:
+            for old in ready_steps(self.run_dir)[: -self.keep]:
                 shutil.rmtree(broadcast_dir(self.run_dir, old), ignore_errors=True)
 
 

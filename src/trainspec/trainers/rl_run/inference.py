@@ -85,6 +85,7 @@ class InferencePlan:
     served_name: str
     log_path: Path
     notes: list[str] = field(default_factory=list)  # said at start
+    timeout_field: str = "orchestrator.model.client.wait_for_ready_timeout"  # the wait's setting
 
 
 def vllm_binary() -> str:
@@ -134,19 +135,33 @@ def engine_gpus(deployment) -> int:
 
 
 def vllm_plan(config, run_dir: Path) -> InferencePlan:
-    """The command, environment and address of the server `[inference]` asks for."""
-    inference = config.inference
+    """The command, environment and address of the server `rl`'s `[inference]` asks for."""
+    return server_plan(
+        config.inference,
+        model=config.trainer.model.name,
+        served_name=config.orchestrator.model.name,
+        infer_gpus=engine_gpus(config.deployment),
+        run_dir=run_dir,
+        command="rl",
+    )
+
+
+def server_plan(
+    inference, *, model: str, served_name: str, infer_gpus: int, run_dir: Path, command: str
+) -> InferencePlan:
+    """The command, environment and address of the server an `[inference]` table asks for:
+    `model` loaded on the first `infer_gpus` GPUs, served as `served_name`, for `command`
+    ("rl", "sft")."""
     vllm = inference.vllm
     errors: list[SetupError] = []
     notes: list[str] = []
-    model = config.trainer.model.name
     if "model" in vllm.model_fields_set and vllm.model != model:
         errors.append(
             SetupError(
                 "inference.vllm.model",
                 f"= {vllm.model!r}, but the policy is model.name = {model!r}; the server "
                 "samples the policy and takes its new weights after every step",
-                "drop inference.vllm.model (rl serves model.name)",
+                f"drop inference.vllm.model ({command} serves model.name)",
             )
         )
     if inference.deployment.type != "single_node":
@@ -192,10 +207,9 @@ def vllm_plan(config, run_dir: Path) -> InferencePlan:
     raise_all(errors)
     host = inference.server.host
     port = inference.server.port
-    served = config.orchestrator.model.name
     argv = [
         vllm_binary(), "serve", model,
-        "--served-model-name", served,
+        "--served-model-name", served_name,
         *(["--host", host] if host else []),
         "--port", str(port),
         "--logprobs-mode", "processed_logprobs",
@@ -206,15 +220,15 @@ def vllm_plan(config, run_dir: Path) -> InferencePlan:
         "VLLM_SERVER_DEV_MODE": "1",  # /collective_rpc, the weight-update route
         "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
         "VLLM_LOGGING_LEVEL": inference.log.level.upper(),
-        "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(engine_gpus(config.deployment)))),
+        "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(infer_gpus))),
         **({"VLLM_USE_DEEP_GEMM": "1", "VLLM_MOE_USE_DEEP_GEMM": "1"}
            if inference.use_deep_gemm else {}),
         **dict(inference.env_vars),
     }  # fmt: skip
     client_host = host if host not in (None, "0.0.0.0", "::") else "127.0.0.1"
     return InferencePlan(
-        argv, env, f"http://{client_host}:{port}/v1", served, run_dir / "logs" / "inference.log",
-        notes,
+        argv, env, f"http://{client_host}:{port}/v1", served_name,
+        run_dir / "logs" / "inference.log", notes,
     )  # fmt: skip
 
 
@@ -281,7 +295,7 @@ class InferenceServer:
                 return False
             if time.monotonic() > deadline:
                 raise SetupError(
-                    "orchestrator.model.client.wait_for_ready_timeout",
+                    self.plan.timeout_field,
                     f"the vLLM server at {url} was not ready after {timeout_s:g} s; the end of "
                     f"{self.plan.log_path}:\n{self.log_tail()}",
                     "raise wait_for_ready_timeout for a large model, or see the log",

@@ -1,5 +1,6 @@
 """A picture of the run at its end, titled with the run: by default loss (log scale, validation
-loss as points) against step, and the learning rate below while it changes; the RL run draws
+loss as points) against step, the online evals' mean reward and exact match when the run has
+[eval], and the learning rate below while it changes; the RL run draws
 reward (smoothed, the raw values as a faint band), held-out exact match and loss, each on an
 axis of its own.
 
@@ -43,6 +44,7 @@ class Panel:
 
 TRAINING_PANELS = (
     Panel("loss", ("loss", "val_loss"), log=True),
+    Panel("online evals", ("eval_reward", "eval_exact_match")),  # an SFT run with [eval]
     Panel("learning rate", ("lr",), when_varies=True),
 )
 RL_PANELS = (

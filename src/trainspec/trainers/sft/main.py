@@ -35,14 +35,17 @@ def processes(deployment) -> tuple[int, int]:
     return 1, deployment.num_train_gpus
 
 
-def reserved_for_inference(deployment) -> str:
+def reserved_for_inference(config) -> str:
     """What a deployment that sets num_infer_gpus (nodes) leaves free for an inference server
-    (this build starts none); nothing is said of the default value."""
+    when sft starts none (no [inference]); nothing is said of the default value."""
     from trainspec.generated.deployment import (
         MultiNodeDeploymentConfig,
         SingleNodeDeploymentConfig,
     )
 
+    deployment = config.deployment
+    if config.inference is not None:
+        return ""
     if deployment.type == "multi_node":
         count, unit, field = deployment.num_infer_nodes, "node", "num_infer_nodes"
         default = MultiNodeDeploymentConfig.model_fields[field].default
@@ -53,7 +56,8 @@ def reserved_for_inference(deployment) -> str:
         return ""  # a config read back from JSON (a SLURM job's) has every field written
     return (
         f"deployment reserves {count} {unit}(s) for an inference server "
-        f"(num_infer_{unit.lower()}s); sft trains on the others and starts no server"
+        f"(num_infer_{unit.lower()}s); sft trains on the others and starts no server (it "
+        "starts one for the online evals with [eval] and [inference])"
     )
 
 
@@ -112,7 +116,8 @@ def run_workers(config, config_path: Path) -> int:
 
 def launch(config) -> int:
     """Train in this process, or spawn torchrun when several processes are asked for; with
-    [slurm], submit the run to SLURM instead (trainers/slurm/)."""
+    [slurm], submit the run to SLURM instead (trainers/slurm/); with [eval] + [inference] on a
+    GPU machine, start the evals' server first (eval_server.py)."""
     if config.slurm is not None:
         from ..slurm.submit import submit_sft
 
@@ -120,10 +125,15 @@ def launch(config) -> int:
     apply_env(config.env_vars)
     tune_malloc()
     nodes, per_node = processes(config.deployment)
-    note = reserved_for_inference(config.deployment)
+    note = reserved_for_inference(config)
     if note and "LOCAL_RANK" not in os.environ:
         sys.stderr.write(f"sft: {note}\n")
-    if nodes * per_node == 1 or "LOCAL_RANK" in os.environ:
+    if "LOCAL_RANK" in os.environ:  # a torchrun worker
+        return train_guarded(config)
+    from .eval_server import serves
+
+    served = serves(config)
+    if nodes * per_node == 1 and not served:
         return train_guarded(config)
     if nodes > 1 and "MASTER_ADDR" not in os.environ:
         sys.stderr.write(
@@ -137,7 +147,10 @@ def launch(config) -> int:
     from ..errors import SetupError, SetupErrors
     from ..preflight import check_sft
     from ..run.lock import INHERITED, lock_run_dir
+    from .online_evals import SERVER_ENV
 
+    if served:  # the evals run on the server started below: judge the config as they will
+        os.environ[SERVER_ENV] = config.eval.client.base_url
     try:
         check_sft(config, nodes * per_node, "cuda" if torch.cuda.is_available() else "cpu")
     except (SetupError, SetupErrors) as err:
@@ -153,10 +166,41 @@ def launch(config) -> int:
             sys.stderr.write(f"sft: cannot start\n{err.render()}\n")
             return 1
         os.environ[INHERITED] = str(run_dir.resolve())
+    if not served:
+        return run_workers(config, write_launch_config(config, run_dir))
+    return train_served(config, run_dir, nodes * per_node)
+
+
+def write_launch_config(config, run_dir: Path) -> Path:
+    """The resolved config the torchrun workers read."""
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "launch-config.json"
     config_path.write_text(dump_json(config) + "\n")
-    return run_workers(config, config_path)
+    return config_path
+
+
+def train_served(config, run_dir: Path, count: int) -> int:
+    """Start the evals' server, train (here when the trainer shares the server's GPUs, else
+    under torchrun on the GPUs after them), stop the server."""
+    from ..errors import SetupError, SetupErrors
+    from .eval_server import start_eval_server, trainer_gpus, visible_gpus
+    from .online_evals import SERVER_ENV
+
+    try:
+        server = start_eval_server(config, run_dir)
+    except (SetupError, SetupErrors) as err:
+        sys.stderr.write(f"sft: cannot start\n{err.render()}\n")
+        return 1
+    try:
+        gpus = trainer_gpus(config, visible_gpus())
+        if count == 1 and not gpus:
+            return train_guarded(config)
+        os.environ.update(gpus)  # the workers' devices, after the server's
+        return run_workers(config, write_launch_config(config, run_dir))
+    finally:
+        if server is not None:
+            server.stop()
+        os.environ.pop(SERVER_ENV, None)  # the server is gone
 
 
 def train_guarded(config) -> int:

@@ -24,6 +24,7 @@ from ..preflight import check_sft
 from ..session import Session, start_run
 from .data import MicroBatch, build_sft_data, build_val_batches, describe_sample
 from .held_out import held_out_report
+from .online_evals import OnlineEvals
 
 log = logging.getLogger("trainspec.sft")
 
@@ -90,6 +91,7 @@ def train(config) -> int:
         val = build_val_batches(config.val.data, parts.tokenizer, **shards)
 
     step, state = parts.resume(config.resume)
+    evals = OnlineEvals.build(config, parts, run_dir, world)  # None without [eval]
     if DATA_KEY in state:
         data.load_state_dict(state[DATA_KEY])
     tokens_seen = state.get(PROGRESS_KEY, {}).get("tokens", 0)
@@ -101,6 +103,8 @@ def train(config) -> int:
     session = Session(config, parts, run_dir, config.run.name, document, save)
     if val is not None and config.val.eval_on_start and step == 0:
         session.log(0, {"val_loss": validate(parts.model, val, world)})
+    if evals is not None and (scores := evals.at_start(step)):
+        session.log(step, scores)
     session.start()
     parts.model.train()
     while config.max_steps is None or step < config.max_steps:
@@ -121,9 +125,21 @@ def train(config) -> int:
         metrics |= {"tokens_per_s": tokens / elapsed, "step_time_s": elapsed, "epoch": data.epoch}
         if val is not None and step % config.val.interval == 0:
             metrics["val_loss"] = validate(parts.model, val, world)
+        if evals is not None:
+            metrics |= evals.after_step(step, final=step == config.max_steps)
         if session.after_step(step, metrics) or reached(config.val, metrics, step):
             break
 
-    session.end(step, report=lambda: held_out_report(config, parts.model, parts.tokenizer, world))
+    if evals is not None:
+        if scores := evals.at_end(step, stopped=session.stopped):
+            session.log(step, scores)
+        evals.close()
+
+    def report() -> str | None:
+        parts_of = [held_out_report(config, parts.model, parts.tokenizer, world)]
+        parts_of.append(evals.summary() if evals is not None else None)
+        return "; ".join(p for p in parts_of if p) or None
+
+    session.end(step, report=report)
     close_world()
     return 0

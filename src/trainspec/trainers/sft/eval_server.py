@@ -1,0 +1,110 @@
+"""The inference server `sft` starts for its online evals: `[inference]` on a GPU machine.
+
+    server = start_eval_server(config, run_dir)   # None: no [eval] + [inference], or no GPU
+    ...train, its rank 0 evaluating through the server (online_evals.Served)...
+    server.stop()
+
+The server is the one `rl` starts (rl_run/inference.py): `vllm serve <model.name>` on the first
+`deployment.num_infer_gpus` GPUs, on `inference.server.port`, with the `[inference.vllm]`
+settings as flags and trainspec's weight-update worker extension. `sft` waits for it
+(`eval.client.wait_for_ready_timeout`), checks that it serves model.name (unless
+`eval.client.skip_model_check`), and tells the trainer where it is (online_evals.SERVER_ENV,
+eval.client.base_url); the trainer takes the GPUs after the server's, or shares them on a
+machine with fewer. The server's output goes to `<run dir>/logs/inference.log`; it is stopped
+when training ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from ..errors import SetupError
+from ..rl_run.inference import InferenceServer, server_plan
+from .online_evals import SERVER_ENV
+
+
+def has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def serves(config) -> bool:
+    """Whether `sft` starts [inference]'s server: online evals with [inference], on a GPU."""
+    return config.eval is not None and config.inference is not None and has_gpu()
+
+
+def trainer_gpus(config, visible: int) -> dict[str, str]:
+    """CUDA_VISIBLE_DEVICES of the trainer when the server holds the first GPUs ({} when the
+    machine has too few: the trainer shares the server's, as `rl` does)."""
+    first, count = config.deployment.num_infer_gpus, config.deployment.num_train_gpus
+    if first + count > visible:
+        sys.stderr.write(
+            f"sft: {visible} GPU(s) for {first} inference + {count} trainer GPU(s): the trainer "
+            "shares GPU(s) with the server (keep inference.vllm.gpu_memory_utilization low)\n"
+        )
+        return {}
+    return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(first, first + count)))}
+
+
+def _check_model(server: InferenceServer, config) -> None:
+    """The server lists model.name under /v1/models (unless eval.client.skip_model_check)."""
+    import httpx
+
+    if config.eval.client.skip_model_check:
+        return
+    url = config.eval.client.base_url.rstrip("/") + "/models"
+    try:
+        served = [m.get("id") for m in httpx.get(url, timeout=30).json().get("data", [])]
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        raise SetupError(
+            "eval.client.base_url",
+            f"{url} cannot be read: {exc}",
+            "point eval.client.base_url at the server's /v1 root",
+        ) from None
+    if config.model.name not in served:
+        raise SetupError(
+            "eval.client.base_url",
+            f"the server at {url} serves {served}, not model.name = {config.model.name!r}",
+            "check inference.server.port (another server may hold it), or set "
+            "eval.client.skip_model_check = true",
+        )
+
+
+def start_eval_server(config, run_dir: Path) -> InferenceServer | None:
+    """Start, wait for and check [inference]'s server, or None when sft starts none; a server
+    that fails to come up is stopped and reported (SetupError)."""
+    if not serves(config):
+        return None
+    plan = server_plan(
+        config.inference,
+        model=config.model.name,
+        served_name=config.model.name,
+        infer_gpus=config.deployment.num_infer_gpus,
+        run_dir=run_dir,
+        command="sft",
+    )
+    plan.base_url = config.eval.client.base_url  # the rules derive it from inference.server
+    plan.timeout_field = "eval.client.wait_for_ready_timeout"
+    for note in plan.notes:
+        sys.stderr.write(f"sft: [inference]: {note}\n")
+    gpus = plan.env["CUDA_VISIBLE_DEVICES"]
+    sys.stderr.write(f"sft: starting vLLM on GPU(s) {gpus} for the online evals: {plan.log_path}\n")
+    server = InferenceServer(plan).start()
+    try:
+        server.wait_ready(config.eval.client.wait_for_ready_timeout, lambda: False)
+        _check_model(server, config)
+    except BaseException:
+        server.stop()
+        raise
+    sys.stderr.write(f"sft: vLLM serves {plan.served_name!r} at {plan.base_url}\n")
+    os.environ[SERVER_ENV] = plan.base_url
+    return server

@@ -1,0 +1,278 @@
+"""SFT online evals ([eval], trainers/sft/online_evals.py) on a tiny model, in process: the scores
+come at the start, at each source's interval and at the end, and are the scores of the weights
+the run saved at that step (evaluated again here with the orchestrator's eval code); a resumed
+run neither repeats nor skips an evaluation; [inference] on a GPU machine goes through the vLLM
+server sft starts (a stand-in `vllm`, the GPU check answered yes); the reference's reverse-text
+SFT config runs here with the built-in model, data and taskset."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from sft_support import losses, metrics, run_dir
+
+from trainspec.config import load
+from trainspec.trainers.errors import SetupError, SetupErrors
+from trainspec.trainers.orchestrator.evals import evaluate
+from trainspec.trainers.orchestrator.prompts import prompt_renderer
+from trainspec.trainers.orchestrator.sampler import LocalSampler
+from trainspec.trainers.orchestrator.sources import build_eval_sources
+from trainspec.trainers.run.plot import TRAINING_PANELS, _panels
+from trainspec.trainers.sft.train import train
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ROOT = Path(__file__).resolve().parents[3]
+REFERENCE = ROOT / "tests" / "config" / "reference" / "sft"
+STAND_IN = ROOT / "tests" / "trainers" / "rl_launch" / "stand_in_vllm.py"
+RT = {"taskset": {"id": "builtin:reverse-text"}}
+# The built-in task, learnt a little: a one-layer model, eight rows a step, a high rate.
+REVERSE = {
+    "model.name": "builtin:tiny-qwen3",
+    "data.name": "<the rows>",  # rows.jsonl: the built-in task's first 64 train rows
+    "model.seq_len": 128,
+    "model.compile": None,
+    "model.ac": None,
+    "model.ac_offloading": None,
+    "model.debug.num_layers": 1,
+    "data.seq_len": 128,
+    "data.batch_size": 8,
+    "data.micro_batch_size": 8,
+    "optim.lr": 3e-3,
+    "deployment.num_infer_gpus": 0,
+}
+# Two sources: greedy answers every 8 steps, two samples per prompt every 4 (the group's).
+EVAL = {
+    "interval": 4,
+    "num_examples": 4,
+    "sampling": {"max_completion_tokens": 48},
+    "source": [
+        {"name": "greedy", "env": RT, "interval": 8},
+        {"name": "sampled", "env": RT, "group_size": 2, "sampling": {"temperature": 1.0}},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory) -> str:
+    """The built-in task's first 64 train rows as a JSONL file (rendered in no time; the whole
+    split takes seconds per run)."""
+    from trainspec.trainers.tasks import reverse_text
+
+    path = tmp_path_factory.mktemp("rows") / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in reverse_text.examples("train")[:64]))
+    return str(path)
+
+
+@pytest.fixture(autouse=True)
+def _rows(rows, monkeypatch):
+    monkeypatch.setitem(REVERSE, "data.name", rows)
+
+
+def config_of(tmp_path: Path, **settings):
+    base = {**REVERSE, "output_dir": str(tmp_path / "outputs"), "run.name": "evals"}
+    return load("sft", [], {**base, **settings}).config
+
+
+def evaluated(config) -> dict[int, list[dict]]:
+    """The eval records of the run's metrics.jsonl by step."""
+    out: dict[int, list[dict]] = {}
+    for record in metrics(config):
+        if "eval_reward" in record:
+            out.setdefault(record["step"], []).append(record)
+    return out
+
+
+def scores(record: dict) -> dict[str, float]:
+    return {k: v for k, v in record.items() if k.startswith("eval/")}
+
+
+def evaluate_checkpoint(config, step: int) -> dict[str, float]:
+    """The checkpoint of `step` evaluated on its own: its Hugging Face weights loaded fresh, the
+    eval sources built and played by the orchestrator's code."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    weights = run_dir(config) / "checkpoints" / f"step_{step}" / "weights"
+    tokenizer = AutoTokenizer.from_pretrained(weights)
+    model = AutoModelForCausalLM.from_pretrained(weights, dtype="auto").eval()
+    render, stop = prompt_renderer(config.renderer, tokenizer)
+    sources = build_eval_sources(config.eval, tokenizer, render, players=None, seed=0)
+    sampler = LocalSampler(model, tokenizer, stop, torch.device("cpu"),
+                           max_batch=config.eval.concurrency.max_inflight)  # fmt: skip
+    out = {}
+    for source in sources:
+        result = evaluate(sampler, source, config.model.seq_len, seed=step)
+        out |= {f"eval/{source.name}/{key}": value for key, value in result.items()}
+    return out
+
+
+def test_evals_come_at_their_steps_score_the_saved_weights_and_resume_neither_repeats_nor_skips(
+    tmp_path, capsys
+):
+    first = config_of(tmp_path, max_steps=8, eval=EVAL, ckpt={"interval": 4})
+    assert train(first) == 0
+    assert sorted(evaluated(first)) == [0, 4, 8]
+    # The same run again from its step-4 checkpoint, on to step 12: steps 5.. are trained again
+    # and evaluated again (their first records are dropped); step 4 is not evaluated twice.
+    again = config_of(tmp_path, max_steps=12, eval=EVAL, ckpt={"interval": 4}, resume={"step": 4})
+    assert train(again) == 0
+    closing = capsys.readouterr().out
+    by_step = evaluated(again)
+    assert {step: [sorted(scores(r)) for r in records] for step, records in by_step.items()} == {
+        0: [["eval/greedy/exact_match", "eval/greedy/reward",
+             "eval/sampled/exact_match", "eval/sampled/reward"]],
+        4: [["eval/sampled/exact_match", "eval/sampled/reward"]],
+        8: [["eval/greedy/exact_match", "eval/greedy/reward",
+             "eval/sampled/exact_match", "eval/sampled/reward"]],
+        12: [["eval/greedy/exact_match", "eval/greedy/reward",
+              "eval/sampled/exact_match", "eval/sampled/reward"]],
+    }  # fmt: skip
+    for step in (8, 12):  # the saved weights of that step score the same, evaluated alone
+        (record,) = by_step[step]
+        assert scores(record) == evaluate_checkpoint(again, step)
+    assert by_step[8][0]["eval/sampled/reward"] > 0  # the comparison compares something
+    assert by_step[8][0]["eval_reward"] == pytest.approx(
+        (by_step[8][0]["eval/greedy/reward"] + by_step[8][0]["eval/sampled/reward"]) / 2
+    )
+    assert "eval reward" in closing and "(step 8) ->" in closing and "(step 12)" in closing
+    drawn = [panel.label for panel, _ in _panels(metrics(again), TRAINING_PANELS)]
+    assert "online evals" in drawn and (run_dir(again) / "loss.png").is_file()
+    assert list((run_dir(again) / "broadcasts").glob("*")) == []  # one CPU process: no copy
+
+    # The evals leave training as it was: the same steps without [eval] have the same losses.
+    plain = config_of(tmp_path / "plain", max_steps=8)
+    assert train(plain) == 0
+    assert losses(plain) == {step: loss for step, loss in losses(again).items() if step <= 8}
+
+
+def test_skip_first_step_leaves_out_the_start(tmp_path):
+    settings = {"skip_first_step": True, "interval": 2, "num_examples": 1,
+                "sampling": {"max_completion_tokens": 2}, "source": [{"env": RT}]}  # fmt: skip
+    config = config_of(tmp_path, max_steps=3, eval=settings)
+    assert train(config) == 0
+    assert sorted(evaluated(config)) == [2, 3]  # no step 0; 2 (the interval), 3 (the end)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch) -> Path:
+    """A `vllm` first on PATH that runs the stand-in server; a GPU machine as far as sft's
+    launcher asks (one GPU, which the trainer shares); yields the stand-in's record file."""
+    from trainspec.trainers.sft import eval_server
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    vllm = bin_dir / "vllm"
+    vllm.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{STAND_IN}" "$@"\n')
+    vllm.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    record = tmp_path / "stand-in.json"
+    monkeypatch.setenv("STAND_IN_RECORD", str(record))
+    monkeypatch.setattr(eval_server, "has_gpu", lambda: True)
+    monkeypatch.setattr(eval_server, "visible_gpus", lambda: 1)
+    for launcher_says in ("TRAINSPEC_EVAL_SERVER", "TRAINSPEC_LOCKED_RUN_DIR"):
+        monkeypatch.setenv(launcher_says, "")  # set by the launcher: gone after the test
+    return record
+
+
+def test_inference_on_a_gpu_machine_evaluates_on_the_server_sft_starts(tmp_path, stand_in, capsys):
+    """The launcher starts the server, rank 0 loads each eval step's weights into it
+    (/collective_rpc) and samples there: its scores are those of the saved weights; the server
+    is stopped with the run."""
+    import httpx
+
+    from trainspec.trainers.sft.main import launch
+
+    port = free_port()
+    settings = {
+        "max_steps": 4,
+        "model.debug.num_layers": None,  # the server loads model.name whole, as vLLM would
+        "deployment.num_infer_gpus": 1,
+        "inference": {"server": {"port": port}},
+        "ckpt": {"interval": 2},
+        "eval": {"interval": 2, "num_examples": 4, "sampling": {"temperature": 1.0,
+                 "max_completion_tokens": 24}, "source": [{"name": "rt", "env": RT}]},
+    }  # fmt: skip
+    config = config_of(tmp_path, **settings)
+    assert config.eval.client.base_url == f"http://localhost:{port}/v1"
+    assert launch(config) == 0
+    err = capsys.readouterr().err
+    assert "sft: starting vLLM on GPU(s) 0 for the online evals" in err
+    assert f"sft: vLLM serves 'builtin:tiny-qwen3' at http://localhost:{port}/v1" in err
+    argv = json.loads(stand_in.read_text())["argv"]
+    assert argv[:4] == ["serve", "builtin:tiny-qwen3", "--served-model-name", "builtin:tiny-qwen3"]
+    by_step = evaluated(config)
+    assert sorted(by_step) == [0, 2, 4]
+    for step in (2, 4):
+        assert scores(by_step[step][0]) == evaluate_checkpoint(config, step)
+    assert any(by_step[step][0]["eval/rt/reward"] > 0 for step in (2, 4))
+    assert [p.name for p in (run_dir(config) / "broadcasts").iterdir()] == ["step_4"]
+    with pytest.raises(httpx.HTTPError):  # stopped with the run
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def reference_here(tmp_path: Path, name: str):
+    """The reference's reverse-text SFT config with what this machine has put in: the built-in
+    model (one layer), task rows and taskset, two steps, two prompts, short answers."""
+    source = tomllib_source(REFERENCE / name)
+    source["env"]["taskset"]["id"] = "builtin:reverse-text"  # its harness and runtime stay
+    settings = {
+        **REVERSE,
+        "max_steps": 2,
+        "eval.num_examples": 2,
+        "eval.sampling.max_completion_tokens": 8,
+        "eval.source": [source],
+        "deployment.num_infer_gpus": 1,
+        "output_dir": str(tmp_path / "outputs"),
+    }
+    return load("sft", [REFERENCE / name], settings).config
+
+
+def tomllib_source(path: Path) -> dict:
+    import tomllib
+
+    (source,) = tomllib.loads(path.read_text())["eval"]["source"]
+    return source
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU machine starts vLLM for it")
+def test_the_reference_reverse_text_config_runs_here_evaluating_in_process(tmp_path, caplog):
+    config = reference_here(tmp_path, "examples-reverse-text.toml")
+    assert config.eval.interval == 25 and config.ckpt is not None  # the file's own settings
+    with caplog.at_level(logging.INFO, logger="trainspec"):
+        assert train(config) == 0
+    said = caplog.text
+    assert "[inference] asks for a vLLM server on 1 GPU(s); this machine has no GPU" in said
+    assert "run in this process, on the training model's own weights" in said
+    assert sorted(evaluated(config)) == [0, 2]  # the start and the end (interval 25)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU machine starts vLLM for it")
+def test_the_ci_sibling_is_refused_here_naming_the_server_settings(tmp_path):
+    config = reference_here(tmp_path, "ci-reverse-text-sft-evals.toml")
+    with pytest.raises((SetupError, SetupErrors)) as caught:
+        train(config)
+    errors = caught.value.errors if isinstance(caught.value, SetupErrors) else [caught.value]
+    (refusal,) = [e for e in errors if e.path == "inference"]
+    assert "inference.vllm.gpu_memory_utilization, inference.vllm.max_model_len" in refusal.problem
+    assert "this machine has no GPU" in refusal.problem
+    assert not (Path(config.output_dir) / config.run.dir / "metrics.jsonl").exists()
+
+
+def test_an_eval_of_no_prompt_is_refused_at_start(tmp_path):
+    settings = {"num_examples": 0, "source": [{"env": RT}]}
+    with pytest.raises(SetupError) as caught:
+        train(config_of(tmp_path, max_steps=1, eval=settings))
+    assert caught.value.path == "eval.num_examples"
+    assert "= 0 leaves no prompt to evaluate" in caught.value.problem
