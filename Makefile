@@ -37,9 +37,10 @@ check: lint  ## lint, type-check, and fail when generated/ is stale
 	$(PYTHON) scripts/build_builtin.py --check
 
 test: install check  ## every check and the test suite
-	# a worker per core, each test file on one worker (its module fixtures run once); a fixed
-	# hash seed so both workers collect the same parametrized ids
-	PYTHONHASHSEED=0 $(PYTHON) -m pytest -q -n auto --dist loadfile
+	# a worker per core, each test file on one worker (its module fixtures run once), the
+	# longest files first (tests/conftest.py); a fixed hash seed so both workers collect the
+	# same parametrized ids
+	PYTHONHASHSEED=0 $(PYTHON) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 parity: install  ## the full parity proof: schema/, generated classes and rules agree
 	$(PYTHON) scripts/parity.py

@@ -10,6 +10,10 @@ import pytest
 # The validator cache (trainspec/config/validator_cache.py) of this test run, and of every
 # command the tests start, goes to a directory of its own, not the user's ~/.cache.
 os.environ["TRAINSPEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="trainspec-test-cache-")
+# One OpenMP thread for torch in the test workers and every process they start: `make test`
+# runs a worker per core and many tests start several training processes at once, whose
+# threads would otherwise spin against each other (a quarter of the suite's time on 2 cores).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(params=["rl", "sft"])
@@ -29,10 +33,42 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+# The files that take longest (they start training processes, or a SLURM cluster), longest
+# first. `make test` hands whole files to its workers in collection order
+# (--no-loadscope-reorder): these go out first, so the run ends on short files with both
+# workers busy, not on one long file with the other worker idle.
+LONGEST_FIRST = (
+    "tests/trainers/sft/test_sft_command.py",
+    "tests/trainers/rl_launch/test_rl_command.py",
+    "tests/trainers/sft/test_faults.py",
+    "tests/trainers/rl/test_rl_field_coverage.py",
+    "tests/slurm/test_rl_jobs.py",
+    "tests/slurm/test_sft_jobs.py",
+    "tests/trainers/ckpt/test_checkpointer.py",
+    "tests/trainers/test_field_coverage.py",
+    "tests/trainers/orchestrator/test_environment.py",
+    "tests/trainers/orchestrator/test_env_servers.py",
+    "tests/trainers/rl_launch/test_rl_inference.py",
+    "tests/trainers/sft/test_families_train.py",
+    "tests/trainers/sft/test_train.py",
+    "tests/trainers/sft/test_meta_init_runs.py",
+    "tests/slurm/test_cluster.py",
+    "tests/trainers/rl/test_rl_ranks.py",
+    "tests/trainers/sft/test_online_evals.py",
+)
+
+
+def _file_rank(item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `gpu` need a CUDA device: skipped, saying so, on a machine without one
-    (scripts/gpu_check.sh runs them on a GPU machine). torch is imported only when such a test
-    was collected, so the config layer's tests stay free of it."""
+    """The longest files first (LONGEST_FIRST; the rest keep their order). Tests marked `gpu`
+    need a CUDA device: skipped, saying so, on a machine without one (scripts/gpu_check.sh
+    runs them on a GPU machine). torch is imported only when such a test was collected, so the
+    config layer's tests stay free of it."""
+    items.sort(key=_file_rank)
     marked = [item for item in items if item.get_closest_marker("gpu")]
     if not marked:
         return

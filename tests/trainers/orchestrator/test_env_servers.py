@@ -27,50 +27,38 @@ def free_port() -> int:
 
 
 def test_a_sized_serve_table_plays_on_a_server_started_for_the_source(
-    tokenizer, policy, player, tmp_path
+    policy, player, tmp_path, monkeypatch
 ):
-    """A pool of two spawned workers, each episode bound per worker: the episodes it plays
-    are the ones played in the orchestrator, token for token, and close() stops it all."""
+    """A pool of two spawned workers, each episode bound per worker, for a taskset in a local
+    file (imported in every worker): the episodes it plays are the ones played in the
+    orchestrator, token for token, and close() stops it all."""
+    (tmp_path / "short_tasks.py").write_text(TASKSET)
+    monkeypatch.chdir(tmp_path)
+    table = {"taskset": {"id": "short_tasks.py"}, "agent": AGENT}
     base = free_port()
-    servers = EnvServers(tmp_path, base_port=base - 3)  # source 3 of the run
+    servers = EnvServers(tmp_path / "run", base_port=base - 3)  # source 3 of the run
     serve = {"pool": {"type": "static", "num_workers": 2}, "max_concurrent": 2}
     try:
-        address = servers.start(env(), serve, SOURCE, split="eval", index=3, name="rt")
-        served = EnvTask.from_env(env(), PATH, player, seed=0, address=address)
-        here = EnvTask.from_env(env(), PATH, player, seed=0)
+        address = servers.start(table, serve, SOURCE, split="eval", index=3, name="short")
+        served = EnvTask.from_env(table, PATH, player, seed=0, address=address)
+        here = EnvTask.from_env(table, PATH, player, seed=0)
         remote = play(served, policy, served.first(2), n=2)
         local = play(here, policy, here.first(2), n=2)
         (proc,) = servers.procs
     finally:
         servers.close()
     assert address == f"tcp://127.0.0.1:{base}"
-    written = json.loads((tmp_path / "envs" / "eval" / "rt.json").read_text())
+    written = json.loads((tmp_path / "run" / "envs" / "eval" / "short.json").read_text())
     assert written["serve"]["pool"] == {"type": "static", "num_workers": 2}
     assert written["serve"]["max_concurrent"] == 2 and written["serve"]["address"] == address
-    log = (tmp_path / "envs" / "eval" / "rt.log").read_text()
+    log = (tmp_path / "run" / "envs" / "eval" / "short.log").read_text()
     assert log.count("rollout done") == 4  # played there
     assert proc.poll() is not None and not servers.procs
     for (group, rewards), (want, want_rewards) in zip(remote, local, strict=True):
         assert [c.token_ids for c in group] == [c.token_ids for c in want]
         assert [c.mask for c in group] == [c.mask for c in want]
+        assert [c.text for c in group] == ["x", "x"] and rewards == [1.0, 1.0]
         assert rewards == pytest.approx(want_rewards)
-
-
-def test_a_local_taskset_file_loads_in_every_pool_worker(policy, player, tmp_path, monkeypatch):
-    (tmp_path / "short_tasks.py").write_text(TASKSET)
-    monkeypatch.chdir(tmp_path)
-    table = {"taskset": {"id": "short_tasks.py"}, "agent": AGENT}
-    servers = EnvServers(tmp_path / "run", base_port=free_port())
-    try:
-        address = servers.start(
-            table, {"pool": {"type": "static", "num_workers": 2}}, SOURCE,
-            split="train", index=0, name="short",
-        )  # fmt: skip
-        task = EnvTask.from_env(table, PATH, player, seed=0, address=address)
-        [(group, rewards)] = play(task, policy, task.first(1))
-    finally:
-        servers.close()
-    assert group[0].text == "x" and rewards == [1.0]
 
 
 def test_a_server_that_cannot_start_is_named_with_its_log(tmp_path):

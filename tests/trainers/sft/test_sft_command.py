@@ -143,15 +143,29 @@ def test_torchrun_matches_one_process(tmp_path, processes):
 
 
 def test_reference_renderer_section_is_accepted_and_a_custom_one_refused(tmp_path):
+    """A chat file rendered by the renderer "auto" names; off a terminal `datasets` shows no
+    progress bars."""
     config = tmp_path / "ref.toml"
     config.write_text('[renderer]\nname = "auto"\n')
+    turns = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]
+             for i in range(8)]  # fmt: skip
+    chats = [{"messages": messages} for messages in turns]
+    (tmp_path / "chats.jsonl").write_text("".join(json.dumps(chat) + "\n" for chat in chats))
+    data = {"data.type": "sft", "data.name": str(tmp_path / "chats.jsonl")}
     done = subprocess.run(
-        [SFT, str(config), *flags({**TINY, "output_dir": str(tmp_path)}), "--max-steps", "1"],
+        [
+            SFT,
+            str(config),
+            *flags({**TINY, **data, "output_dir": str(tmp_path)}),
+            "--max-steps",
+            "1",
+        ],
         capture_output=True,
         text=True,
         timeout=WAIT,
     )
     assert done.returncode == 0, done.stderr
+    assert "Generating train split" not in done.stderr and "Map" not in done.stderr
     refused = sft_process(tmp_path, "--renderer.name", "custom", "--renderer.import_path", "my.R")
     out, err = refused.communicate(timeout=WAIT)
     assert refused.returncode == 1

@@ -9,6 +9,7 @@ step until max_steps, the end of the data, or an operator's stop.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -73,14 +74,21 @@ def reached(val_cfg, metrics: dict, step: int) -> bool:
     return True
 
 
+def quiet_datasets() -> None:
+    """No progress bars from `datasets`, without importing it (a second a start) for a run
+    whose data never needs it: its environment switch, read when it is first imported."""
+    if "datasets" in sys.modules:
+        sys.modules["datasets"].disable_progress_bars()
+    else:
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+
+
 def train(config) -> int:
     world = init_world(config.dist_timeout_seconds)
     run_dir = Path(config.output_dir) / config.run.dir
     document = start_run(config, "sft", run_dir, world, setting="run.name", clean=config.clean)
     if not sys.stderr.isatty():  # datasets' progress bars only help on a terminal
-        import datasets
-
-        datasets.disable_progress_bars()
+        quiet_datasets()
     check_sft(config, world.world_size, world.device.type)
     parts = Parts.build(config, "sft", world, run_dir, seed=config.data.seed)
     rank, world_size = world.rank, world.world_size
