@@ -20,6 +20,23 @@ from . import tokenizer as tokenizer_1
 from . import weight_broadcast as weight_broadcast_1
 
 
+class PrimeMonitorConfig(ConfigModel):
+    """
+    The Prime Intellect platform monitor.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        str | None,
+        Field(
+            description="Run name on the platform; null takes the W&B name.",
+            examples=["math-rl"],
+        ),
+    ] = None
+
+
 class OrchestratorLoRAConfig(ConfigModel):
     """
     The policy's LoRA adapter as the orchestrator names it.
@@ -406,6 +423,33 @@ class OrchestratorCheckpointConfig(ConfigModel):
     ] = False
 
 
+class OrchestratorMonitorsConfig(ConfigModel):
+    """
+    Where the orchestrator's metrics are sent: the sinks of [monitors] plus the Prime Intellect platform.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    wandb: Annotated[
+        monitors_1.WandbMonitorConfig | None,
+        Field(description="Weights & Biases sink; off unless this table is present."),
+    ] = None
+    file: Annotated[
+        monitors_1.FileMonitorConfig | None,
+        Field(
+            description='JSON-lines metrics file; on by default, "None" turns it off.',
+            validate_default=True,
+        ),
+    ] = {}
+    prime: Annotated[
+        PrimeMonitorConfig | None,
+        Field(
+            description="The Prime Intellect platform monitor (uploads samples every 10th step); `rl` fills it from [monitors.prime]. Refused at start: this build does not upload to the platform."
+        ),
+    ] = None
+
+
 class OrchestratorModelConfig(ConfigModel):
     """
     The policy model the orchestrator starts from.
@@ -767,7 +811,7 @@ class OrchestratorConfig(ConfigModel):
         ),
     ] = {}
     monitors: Annotated[
-        monitors_1.MonitorsConfig,
+        OrchestratorMonitorsConfig,
         Field(
             description="Where the orchestrator's metrics (rewards, samples/s) are sent.",
             validate_default=True,

@@ -263,4 +263,13 @@ def test_an_sft_config_with_slurm_dry_runs_to_a_script(tmp_path):
 
 
 def test_the_reference_configs_with_slurm_are_found():
-    assert {path.stem for path in WITH_SLURM} >= {"debug-concurrency", "advanced-intellect-3.1"}
+    assert {path.stem for path in WITH_SLURM} >= {
+        "debug-concurrency",
+        "advanced-intellect-3.1",
+        *(f"advanced-glm-4.5-air-{name}" for name in ("swe", "search", "terminal")),
+        "advanced-nemotron-3-super-swe",
+        "advanced-minimax-m2.5-swe",
+        *(f"advanced-qwen3-30b-a3b-{name}" for name in ("math", "swe", "tool")),
+        "advanced-glm-5.2-swe",
+        "advanced-glm-5.2-swe-llmd",
+    }

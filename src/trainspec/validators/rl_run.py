@@ -43,6 +43,7 @@ SHARED: dict[str, tuple[str, ...]] = {
         for key in ("project", "entity", "name", "group", "tags", "offline")
     },
     "monitors.file.path": ("trainer.monitors.file.path", "orchestrator.monitors.file.path"),
+    "monitors.prime.name": ("orchestrator.monitors.prime.name",),
     **{
         f"tokenizer.{key}": (f"trainer.tokenizer.{key}", f"orchestrator.tokenizer.{key}")
         for key in ("name", "trust_remote_code", "chat_template")
@@ -56,6 +57,7 @@ PRESENCE: dict[str, tuple[str, ...]] = {
     "ckpt": ("trainer.ckpt", "orchestrator.ckpt"),
     "monitors.wandb": ("trainer.monitors.wandb", "orchestrator.monitors.wandb"),
     "monitors.file": ("trainer.monitors.file", "orchestrator.monitors.file"),
+    "monitors.prime": ("orchestrator.monitors.prime",),
 }
 RUN_DIRS = ("trainer.output_dir", "orchestrator.output_dir")
 DEFAULT_OUTPUT_DIR = "outputs"
@@ -117,7 +119,7 @@ def shared_settings_agree(cfg: RLConfig, ctx: RuleContext) -> None:
     """A shared setting at the top (e.g. max_steps) must not differ in [trainer] or [orchestrator].
 
     The shared settings are the reference's: model.name / vlm, max_steps, seq_len, log.*,
-    ckpt.*, monitors.wandb.* / file.path, tokenizer.*, resume, weight_broadcast,
+    ckpt.*, monitors.wandb.* / file.path / prime.name, tokenizer.*, resume, weight_broadcast,
     rollout_transport, deployment.num_train_gpus (which sets orchestrator.num_train_workers) and
     output_dir with [run] (the run directory, trainer.output_dir and orchestrator.output_dir);
     the top value is copied into the tables that do not set it."""

@@ -80,6 +80,7 @@ NOT_BUILT = [
     ("env_server_base_port", {"env_server_base_port": 6000}, False),
     ("inference_metrics_roles", {"inference_metrics_roles": ["prefill"]}, False),
     ("collect_inference_metrics", {"collect_inference_metrics": False}, False),
+    ("monitors.prime", {"monitors.prime": {"name": "p"}}, False),
     (
         "model.vlm",
         {

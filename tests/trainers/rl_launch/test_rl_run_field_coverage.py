@@ -61,6 +61,7 @@ SHARED_EXAMPLES = {
     "monitors.wandb.tags": ["a", "b"],
     "monitors.wandb.offline": True,
     "monitors.file.path": "m.jsonl",
+    "monitors.prime.name": "prime-run",
     "tokenizer.name": "org/tok",
     "tokenizer.trust_remote_code": True,
     "tokenizer.chat_template": "{{ messages }}",
@@ -232,6 +233,16 @@ def test_a_present_table_turns_both_on_and_run_names_the_directory():
     assert document.trainer.output_dir == document.orchestrator.output_dir == "o/n"
     dir_wins = load("rl_run", [], {**TINY, "run": {"name": "n", "dir": "d"}}).config
     assert dir_wins.trainer.output_dir == "outputs/d"
+
+
+def test_the_prime_monitor_goes_to_the_orchestrator_only():
+    named = load("rl_run", [], {**TINY, "monitors.prime": {"name": "p"}}).config
+    assert named.orchestrator.monitors.prime is not None
+    assert named.orchestrator.monitors.prime.name == "p"
+    assert "prime" not in type(named.trainer.monitors).model_fields
+    bare = load("rl_run", [], {**TINY, "monitors.prime": {}}).config
+    assert bare.orchestrator.monitors.prime is not None
+    assert load("rl_run", [], TINY).config.orchestrator.monitors.prime is None
 
 
 def test_the_dry_runs_show_what_they_read(launcher):

@@ -67,6 +67,12 @@ def check_support(config) -> None:
             "collect_inference_metrics",
             "= false: this build never copies a server's /metrics, so there is nothing to turn off",
         )
+    if config.monitors.prime is not None:
+        refuse(
+            "monitors.prime",
+            "is set: this build does not upload to the Prime Intellect platform",
+            "drop it; [monitors.wandb] and the metrics file work",
+        )
     if config.model.vlm is not None:
         refuse("model.vlm", "is set: this build trains and samples text-only models")
     if config.model.lora is not None:
