@@ -8,7 +8,8 @@
     core/              world, model and its head, parallelism, optimizer, schedule, tokenizer
     ckpt/              checkpoints and the Hugging Face export of the weights
     run/               run directory, monitor, console, heartbeat, control, gc, profiler, plot
-    process/           setup-error guard, signal flags, malloc tuning, process exit
+    process/           setup-error guard, signal flags, malloc tuning, process exit, the
+                       torchrun launcher the commands run in their own process (workers.py)
     tasks/, builtin/   the built-in task and tiny model (nothing downloaded)
 
 Each component is built from its own sub-config (`build_optimizer(config.optim, ...)`) and

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from trainspec.kinds import Kind
 
 from .context import RuleContext
-from .shared import reject_protected_env_vars, validate_env_var_names
+from .shared import fsdp_group_replicas, reject_protected_env_vars, validate_env_var_names
 
 if TYPE_CHECKING:
     from trainspec.generated.rl import RLConfig
@@ -245,18 +245,9 @@ def resolve_multi_node_deployment(cfg: RLConfig, ctx: RuleContext) -> None:
     if dep.num_infer_nodes is None:
         ctx.resolve(dep, "num_infer_nodes", 1 if cfg.inference is not None else 0)
     derived = [("orchestrator.num_train_workers", dep.num_train_nodes * dep.gpus_per_node)]
-    if dep.nodes_per_fsdp_group is not None:
-        if dep.num_train_nodes % dep.nodes_per_fsdp_group:
-            ctx.error(
-                "deployment.nodes_per_fsdp_group",
-                f"= {dep.nodes_per_fsdp_group} does not divide deployment.num_train_nodes "
-                f"= {dep.num_train_nodes}",
-                "pick a nodes_per_fsdp_group that divides num_train_nodes",
-                related=("deployment.num_train_nodes",),
-            )
-        else:
-            replicas = dep.num_train_nodes // dep.nodes_per_fsdp_group
-            derived.append(("trainer.model.dp_replicate", replicas))
+    replicas = fsdp_group_replicas(dep, ctx, related=("deployment.num_train_nodes",))
+    if replicas is not None:
+        derived.append(("trainer.model.dp_replicate", replicas))
     for path, value in derived:
         side, *middle, name = path.split(".")
         table = getattr(cfg, side)

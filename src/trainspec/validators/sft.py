@@ -18,6 +18,7 @@ from trainspec.run_identity import identity_digest, run_identity
 
 from .context import RuleContext
 from .online_evals import ONLINE_EVAL_RULES
+from .shared import fsdp_group_replicas
 
 if TYPE_CHECKING:
     from trainspec.generated.sft_trainer import SFTTrainerConfig
@@ -135,17 +136,11 @@ def resolve_dp_replicate_from_deployment(cfg: SFTTrainerConfig, ctx: RuleContext
     num_train_nodes (the reference's auto_setup_deployment). A different model.dp_replicate
     written in the config is replaced, with a warning."""
     dep = cfg.deployment
-    if not isinstance(dep, MultiNodeDeploymentConfig) or dep.nodes_per_fsdp_group is None:
+    if not isinstance(dep, MultiNodeDeploymentConfig):
         return
-    if dep.num_train_nodes % dep.nodes_per_fsdp_group:
-        ctx.error(
-            "deployment.nodes_per_fsdp_group",
-            f"= {dep.nodes_per_fsdp_group} does not divide deployment.num_train_nodes "
-            f"= {dep.num_train_nodes}",
-            "pick a nodes_per_fsdp_group that divides num_train_nodes",
-        )
+    replicas = fsdp_group_replicas(dep, ctx)
+    if replicas is None:
         return
-    replicas = dep.num_train_nodes // dep.nodes_per_fsdp_group
     if cfg.model.dp_replicate != replicas:
         if "dp_replicate" in cfg.model.model_fields_set:  # written by the user: say so
             ctx.warn(

@@ -254,3 +254,21 @@ def validate_step_xor_dir(cfg: RLTrainerConfig | SFTTrainerConfig, ctx: RuleCont
             f"sets both step = {resume.step} and dir = {show(resume.dir)}",
             "keep resume.step to resume this run, or resume.dir to fork another run's step",
         )
+
+
+def fsdp_group_replicas(dep, ctx: RuleContext, related: tuple[str, ...] = ()) -> int | None:
+    """The FSDP replicas of a multi-node deployment's node groups (num_train_nodes /
+    nodes_per_fsdp_group, the reference's auto_setup_deployment): None when the groups are
+    not set, or do not divide the nodes (an error)."""
+    if dep.nodes_per_fsdp_group is None:
+        return None
+    if dep.num_train_nodes % dep.nodes_per_fsdp_group:
+        ctx.error(
+            "deployment.nodes_per_fsdp_group",
+            f"= {dep.nodes_per_fsdp_group} does not divide deployment.num_train_nodes "
+            f"= {dep.num_train_nodes}",
+            "pick a nodes_per_fsdp_group that divides num_train_nodes",
+            related=related,
+        )
+        return None
+    return dep.num_train_nodes // dep.nodes_per_fsdp_group

@@ -89,29 +89,11 @@ def launch_config(config):
 
 
 def run_workers(config, config_path: Path) -> int:
-    """torchrun's launcher, in this process: a failed worker is one line, not a traceback."""
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import elastic_launch
+    """torchrun's launcher, in this process, its workers training on `config_path`."""
+    from ..process.workers import launch_workers
 
     worker = ("-m", "trainspec.trainers.sft.worker", str(config_path))
-    try:
-        elastic_launch(launch_config(config), sys.executable)(*worker)
-    except ChildFailedError as err:
-        rank, failure = err.get_first_failure()
-        sys.stderr.write(
-            f"sft: worker rank {rank} failed with exit code {failure.exitcode}; "
-            "its own message is above\n"
-        )
-        return failure.exitcode if failure.exitcode > 0 else 1
-    except SignalException as err:
-        stops = {config.control.stop_signal, "SIGINT"} if config.control is not None else set()
-        if err.sigval.name in stops:  # forwarded to every worker: they finished the step, saved
-            sys.stderr.write(f"sft: {err.sigval.name}: the workers stopped after their step\n")
-            return 0
-        sys.stderr.write(f"sft: stopped by {err.sigval.name}\n")
-        return 128 + int(err.sigval)
-    return 0
+    return launch_workers("sft", launch_config(config), worker, config.control)
 
 
 def launch(config) -> int:

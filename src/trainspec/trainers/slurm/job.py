@@ -65,9 +65,9 @@ def wait_for_server(base_url: str, timeout_s: float) -> bool:
 
 def trainer_agent(config, args) -> int:
     """torchrun's agent for this trainer node: its workers run this module on the same config."""
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    from torch.distributed.launcher.api import LaunchConfig
+
+    from ..process.workers import launch_workers
 
     settings = LaunchConfig(
         min_nodes=args.nodes,
@@ -83,23 +83,7 @@ def trainer_agent(config, args) -> int:
     worker = ["-m", MODULE, "trainer", args.config]
     for item in args.set:
         worker += ["--set", item]
-    try:
-        elastic_launch(settings, sys.executable)(*worker)
-    except ChildFailedError as err:
-        rank, failure = err.get_first_failure()
-        sys.stderr.write(
-            f"rl-trainer: worker rank {rank} failed with exit code {failure.exitcode}; its own "
-            "message is above\n"
-        )
-        return failure.exitcode if failure.exitcode > 0 else 1
-    except SignalException as err:
-        stops = {config.control.stop_signal, "SIGINT"} if config.control is not None else set()
-        if err.sigval.name in stops:  # passed on to every worker: they saved after their step
-            sys.stderr.write(f"rl-trainer: {err.sigval.name}: the workers stopped after a step\n")
-            return 0
-        sys.stderr.write(f"rl-trainer: stopped by {err.sigval.name}\n")
-        return 128 + int(err.sigval)
-    return 0
+    return launch_workers("rl-trainer", settings, worker, config.control)
 
 
 def main(argv: list[str]) -> int:
