@@ -32,7 +32,14 @@ from ..core.sources import model_source
 from ..errors import SetupError, SetupErrors
 from ..process.signals import SignalFlag
 from ..run.lock import INHERITED, lock_run_dir
-from .inference import RELOAD_PATH, InferencePlan, InferenceServer, vllm_plan
+from .inference import (
+    RELOAD_PATH,
+    InferencePlan,
+    InferenceServer,
+    trainer_gpus,
+    visible_gpus,
+    vllm_plan,
+)
 from .summary import summarize
 from .support import check_launch, say_inference, serves_inference
 
@@ -108,23 +115,13 @@ def served(config, plan: InferencePlan):
     return config.model_copy(update={"orchestrator": orchestrator})
 
 
-def trainer_gpus(config, visible: int) -> dict[str, str]:
-    """CUDA_VISIBLE_DEVICES of the trainer when the server holds the first GPUs; on a machine
-    with fewer GPUs than both ask for, the trainer shares the server's first ones."""
-    first, count = config.deployment.num_infer_gpus, config.deployment.num_train_gpus
-    if first + count > visible:
-        say(
-            f"{visible} GPU(s) for {first} inference + {count} trainer GPU(s): the trainer "
-            "shares GPU(s) with the server (keep inference.vllm.gpu_memory_utilization low)"
-        )
-        first = 0
-    return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(first, first + count)))}
-
-
-def visible_gpus() -> int:
-    import torch
-
-    return torch.cuda.device_count()
+def trainer_devices(config) -> dict[str, str]:
+    """The trainer's CUDA_VISIBLE_DEVICES beside the server: the GPUs after the server's, or
+    the first num_train_gpus (shared with it) on a machine with too few."""
+    devices = trainer_gpus(config.deployment, visible_gpus(), "rl")
+    if devices is None:
+        devices = ",".join(map(str, range(config.deployment.num_train_gpus)))
+    return {"CUDA_VISIBLE_DEVICES": devices}
 
 
 def supervise(
@@ -225,7 +222,7 @@ def launch(config) -> int:
     trainer = subprocess.Popen(
         trainer_command(config, paths["trainer"]),
         start_new_session=True,
-        env={**os.environ, **(trainer_gpus(config, visible_gpus()) if server is not None else {})},
+        env={**os.environ, **(trainer_devices(config) if server is not None else {})},
     )
     try:
         code = supervise(trainer, orchestrator, stop, server)

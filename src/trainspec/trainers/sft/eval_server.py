@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from ..errors import SetupError
-from ..rl_run.inference import InferenceServer, server_plan
+from ..rl_run.inference import InferenceServer, server_plan, trainer_gpus, visible_gpus
 from .online_evals import SERVER_ENV
 
 
@@ -31,28 +31,14 @@ def has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def visible_gpus() -> int:
-    import torch
-
-    return torch.cuda.device_count()
-
-
 def serves(config) -> bool:
     """Whether `sft` starts [inference]'s server: online evals with [inference], on a GPU."""
     return config.eval is not None and config.inference is not None and has_gpu()
 
 
-def trainer_gpus(config, visible: int) -> dict[str, str]:
-    """CUDA_VISIBLE_DEVICES of the trainer when the server holds the first GPUs ({} when the
-    machine has too few: the trainer shares the server's, as `rl` does)."""
-    first, count = config.deployment.num_infer_gpus, config.deployment.num_train_gpus
-    if first + count > visible:
-        sys.stderr.write(
-            f"sft: {visible} GPU(s) for {first} inference + {count} trainer GPU(s): the trainer "
-            "shares GPU(s) with the server (keep inference.vllm.gpu_memory_utilization low)\n"
-        )
-        return {}
-    return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(first, first + count)))}
+def trainer_devices(config) -> str | None:
+    """The trainer's CUDA_VISIBLE_DEVICES, after the server's GPUs; None when it shares them."""
+    return trainer_gpus(config.deployment, visible_gpus(), "sft")
 
 
 def _check_model(server: InferenceServer, config) -> None:

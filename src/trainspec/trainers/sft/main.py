@@ -165,7 +165,7 @@ def train_served(config, run_dir: Path, count: int) -> int:
     """Start the evals' server, train (here when the trainer shares the server's GPUs, else
     under torchrun on the GPUs after them), stop the server."""
     from ..errors import SetupError, SetupErrors
-    from .eval_server import start_eval_server, trainer_gpus, visible_gpus
+    from .eval_server import start_eval_server, trainer_devices
     from .online_evals import SERVER_ENV
 
     try:
@@ -174,10 +174,11 @@ def train_served(config, run_dir: Path, count: int) -> int:
         sys.stderr.write(f"sft: cannot start\n{err.render()}\n")
         return 1
     try:
-        gpus = trainer_gpus(config, visible_gpus())
-        if count == 1 and not gpus:
+        devices = trainer_devices(config)
+        if count == 1 and devices is None:  # sharing the server's GPUs: train here
             return train_guarded(config)
-        os.environ.update(gpus)  # the workers' devices, after the server's
+        if devices is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = devices  # the workers' GPUs, after the server's
         return run_workers(config, write_launch_config(config, run_dir))
     finally:
         if server is not None:
