@@ -1,7 +1,7 @@
 """How many episodes are in flight at once ([orchestrator.concurrency]): a fixed number, or a
 cap that follows the serving engines' KV-cache usage, as the reference's orchestrator keeps it.
 
-    limit = build_inflight(config.concurrency, ["http://127.0.0.1:8000"], max_model_len=4096)
+    limit = build_inflight(config)   # the orchestrator's: [concurrency] and [sampler]
     with limit.gate.hold(8):     # a group of 8 completions: waits while the cap is full
         ...                      # the request; leaving it is a turnover, which updates the cap
     limit.metrics()              # {"inflight_cap": 96, "kv_usage": 0.71}, for the step's log
