@@ -31,11 +31,21 @@ def test_counts_every_signal_and_restores_the_handler_before(sigusr2):
     assert flag.count == 2 and sigusr2 == [signal.SIGUSR2]
 
 
-def test_a_repeat_goes_to_the_handler_before(sigusr2):
-    flag = SignalFlag((signal.SIGUSR2,), repeat_passes_on=True).install()
+def test_a_repeat_of_a_named_signal_goes_to_the_handler_before(sigusr2):
+    flag = SignalFlag((signal.SIGUSR2,), repeat_passes_on=(signal.SIGUSR2,)).install()
     signal.raise_signal(signal.SIGUSR2)
     signal.raise_signal(signal.SIGUSR2)
     assert flag.count == 1 and sigusr2 == [signal.SIGUSR2]
+    flag.restore()
+
+
+def test_a_repeat_of_another_signal_is_the_same_request_again(sigusr2):
+    """A worker gets a job's SIGTERM from the scheduler and again from its launcher."""
+    flag = SignalFlag((signal.SIGUSR2, signal.SIGINT), repeat_passes_on=(signal.SIGINT,))
+    flag.install()
+    signal.raise_signal(signal.SIGUSR2)
+    signal.raise_signal(signal.SIGUSR2)
+    assert flag.count == 2 and sigusr2 == []
     flag.restore()
 
 

@@ -135,16 +135,27 @@ def test_null_signal_is_left_alone(tmp_path):
     assert signal.getsignal(signal.SIGUSR2) is signal.SIG_DFL
 
 
-def test_second_stop_signal_goes_to_the_previous_handler(tmp_path):
+def test_a_second_stop_signal_is_the_same_request_and_a_second_ctrl_c_passes_on(tmp_path):
+    """A worker gets a job's SIGTERM from the scheduler and again from its launcher: the same
+    stop. A second Ctrl-C goes to the handler before (by default: KeyboardInterrupt)."""
     calls = []
-    signal.signal(signal.SIGUSR2, lambda signum, frame: calls.append(signum))
+    before = {
+        signum: signal.signal(signum, lambda signum, frame: calls.append(signum))
+        for signum in (signal.SIGUSR2, signal.SIGINT)
+    }
     control = Control(control_cfg(stop_signal="SIGUSR2"), tmp_path)
-    with control:
-        os.kill(os.getpid(), signal.SIGUSR2)
-        assert calls == []
-        assert control.poll(1).stop
-        os.kill(os.getpid(), signal.SIGUSR2)  # still stopping: the user insists
-        assert calls == [signal.SIGUSR2]
+    try:
+        with control:
+            os.kill(os.getpid(), signal.SIGUSR2)
+            os.kill(os.getpid(), signal.SIGUSR2)
+            assert control.poll(1).stop and calls == []
+            os.kill(os.getpid(), signal.SIGINT)
+            assert control.poll(2).stop and calls == []
+            os.kill(os.getpid(), signal.SIGINT)  # still stopping: the user insists
+            assert calls == [signal.SIGINT]
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def test_install_off_the_main_thread_warns(tmp_path, caplog):
@@ -185,16 +196,18 @@ cfg = SimpleNamespace(dir=sys.argv[1], poll_interval_steps=1, checkpoint_signal=
 control = Control(cfg, sys.argv[1])
 control.install()
 os.kill(os.getpid(), signal.SIGTERM)
-print("first stop:", control.poll(1).stop, flush=True)
 os.kill(os.getpid(), signal.SIGTERM)
-print("still alive", flush=True)
+print("stop after two SIGTERMs:", control.poll(1).stop, flush=True)
+os.kill(os.getpid(), signal.SIGINT)
+os.kill(os.getpid(), signal.SIGINT)
+print("still alive after two Ctrl-C", flush=True)
 """
 
 
-def test_second_default_stop_signal_ends_the_process(tmp_path):
+def test_a_second_ctrl_c_ends_the_process(tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", CHILD, str(tmp_path)], capture_output=True, text=True, timeout=120
     )
-    assert "first stop: True" in result.stdout
+    assert "stop after two SIGTERMs: True" in result.stdout
     assert "still alive" not in result.stdout
-    assert result.returncode == -signal.SIGTERM
+    assert "KeyboardInterrupt" in result.stderr and result.returncode == -signal.SIGINT

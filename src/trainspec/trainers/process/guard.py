@@ -46,6 +46,19 @@ def raise_if_interrupted() -> None:
         raise Interrupted(_received[0])
 
 
+def _unraisable(previous):
+    """sys.unraisablehook that keeps quiet about a dropped `Interrupted`: Python would print
+    it as "Exception ignored in ..." with a traceback, and the signal is answered anyway
+    (`_received`, raise_if_interrupted)."""
+
+    def hook(args) -> None:
+        if args.exc_type is not None and issubclass(args.exc_type, Interrupted):
+            return
+        previous(args)
+
+    return hook
+
+
 def _say(text: str) -> None:
     if os.environ.get("RANK", "0") == "0":  # every rank fails alike: say it once
         sys.stderr.write(text + "\n")
@@ -56,6 +69,8 @@ def run_guarded(command: str, train: Callable[[object], int], config) -> int:
     """`train(config)`, with every failure an operator can act on printed once (rank 0)."""
     on_main = threading.current_thread() is threading.main_thread()  # Python's rule for handlers
     previous = signal.signal(signal.SIGTERM, _interrupt) if on_main else None
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _unraisable(previous_hook)
     _received.clear()
     try:
         return train(config)
@@ -84,6 +99,7 @@ def run_guarded(command: str, train: Callable[[object], int], config) -> int:
         )
         return 128 + (err.signum if isinstance(err, Interrupted) else signal.SIGINT)
     finally:
+        sys.unraisablehook = previous_hook
         if on_main:
             signal.signal(signal.SIGTERM, previous)
         release_all()  # the kernel would at exit; a caller that goes on needs them free now

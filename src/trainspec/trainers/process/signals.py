@@ -6,10 +6,11 @@ process acts at its next safe point, so the work in hand always finishes.
         ...one unit of work...
     stop.restore()                        # the handlers that were there before come back
 
-With `repeat_passes_on`, a signal that arrives a second time goes to the handler that was there
-before (the default action: terminate, or KeyboardInterrupt for SIGINT), so a second Ctrl-C
-interrupts a process that hangs while finishing; one of the other signals after the first is
-the same request again (a launcher passing the terminal's Ctrl-C on as SIGTERM) and counts.
+A signal named in `repeat_passes_on` that arrives a second time goes to the handler that was
+there before (for SIGINT: KeyboardInterrupt), so a second Ctrl-C interrupts a process that
+hangs while finishing. Any other repeat is the same request again and counts: a scheduler
+SIGTERMs every process of a job, torchrun's agent among them, and the agent passes its
+SIGTERM on, so a worker gets two; so does one whose launcher passes a Ctrl-C on as SIGTERM.
 Python lets only the main thread set handlers; elsewhere `install` leaves the signals alone,
 with a warning.
 """
@@ -33,9 +34,11 @@ Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 class SignalFlag:
     """Raised by any of `signals`; `count` says how many arrived."""
 
-    def __init__(self, signals: Iterable[signal.Signals], *, repeat_passes_on: bool = False):
+    def __init__(
+        self, signals: Iterable[signal.Signals], *, repeat_passes_on: Iterable[signal.Signals] = ()
+    ):
         self.signals = tuple(signals)
-        self.repeat_passes_on = repeat_passes_on
+        self.repeat_passes_on = frozenset(repeat_passes_on)
         self.count = 0
         self._seen: set[int] = set()
         self._previous: dict[signal.Signals, Handler] = {}
@@ -59,7 +62,7 @@ class SignalFlag:
         return ", ".join(signum.name for signum in self.signals)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.repeat_passes_on and signum in self._seen:
+        if signum in self.repeat_passes_on and signum in self._seen:
             self._pass_on(signum, frame)
             return
         self._seen.add(signum)

@@ -77,7 +77,8 @@ class Control:
             signals = {signal.Signals[name]}
             if command == "stop":  # Ctrl-C is a stop too: finish the step, save, say so
                 signals.add(signal.SIGINT)
-            self._flags[command] = SignalFlag(sorted(signals), repeat_passes_on=command == "stop")
+            at_once = (signal.SIGINT,) if command == "stop" else ()  # a second Ctrl-C
+            self._flags[command] = SignalFlag(sorted(signals), repeat_passes_on=at_once)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
