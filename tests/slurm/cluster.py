@@ -249,6 +249,9 @@ class LocalSlurm:
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",
             "SchedulerType=sched/backfill",
+            # A batch job starts as soon as it is submitted, not up to 3 s later (the default
+            # delay batches a high submission rate): a job here took 1 s instead of 3.
+            "SchedulerParameters=batch_sched_delay=0",
             # The nodes have the CPUs written here, not the machine's.
             "SlurmdParameters=config_overrides",
             "ReturnToService=2",
@@ -379,8 +382,10 @@ class LocalSlurm:
     def cancel(self, job_id: int, signal: str | None = None, full: bool = False) -> None:
         """scancel. Measured (slurm 22.05, linuxproc):
         - plain `scancel <id>` cancels the job: SIGTERM to every process of it (the batch
-          script, its children, and the tasks of every srun step on every node), SIGKILL
-          KillWait (30 s) later; the job ends CANCELLED;
+          script, its children, srun and the tasks of every srun step on every node), SIGKILL
+          KillWait (30 s) later; the job ends CANCELLED. srun takes its SIGTERM as an order
+          to abort its step ("forcing job termination"): its tasks' handlers ran in most
+          runs and not in some, so a task cannot count on the time to save;
         - `signal="TERM"` (scancel --signal) only signals the srun steps' tasks; the batch
           script and its other children see nothing and the job goes on (COMPLETED when the
           script then exits 0);

@@ -113,18 +113,23 @@ wait
 """
 
 
-def test_scancel_sends_sigterm_to_every_process_of_the_job(slurm_cluster: LocalSlurm, tmp_path):
-    """Plain `scancel <job>` delivers SIGTERM to the batch script, its children and every srun
-    task on every node (SIGKILL follows only KillWait, 30 s, later): a trainer's SIGTERM
-    handler runs wherever the trainer runs."""
+def test_plain_scancel_sigterms_the_batch_script_and_its_children(
+    slurm_cluster: LocalSlurm, tmp_path
+):
+    """Plain `scancel <job>` delivers SIGTERM to the batch script and its children (SIGKILL only
+    KillWait, 30 s, later): a process the script starts itself saves on it. srun is signalled
+    too and aborts its step ("forcing job termination"): its tasks' handlers ran in most runs
+    here and not in some (a task was gone before its trap wrote a line), so a process started
+    by srun is stopped gracefully with `scancel --signal=TERM` (next test)."""
     job = slurm_cluster.submit(script(tmp_path, "traps.sh", TRAPS))
     poll(lambda: len(lines(tmp_path / "ready")) == 3, READY_S, "every trap set")
     slurm_cluster.cancel(job)
     result = slurm_cluster.wait(job, JOB_S)
     assert result.state == "CANCELLED", result.diagnosis
-    assert sorted(lines(tmp_path / "terms")) == ["batch", "child", "task0", "task1"], (
-        result.diagnosis
-    )
+    terms = lines(tmp_path / "terms")
+    assert {"batch", "child"} <= set(terms), f"{terms}\n{result.diagnosis}"
+    assert set(terms) <= {"batch", "child", "task0", "task1"}
+    assert "srun: forcing job termination" in result.stdout.read_text(), result.diagnosis
 
 
 def test_scancel_signal_reaches_only_the_srun_tasks(slurm_cluster: LocalSlurm, tmp_path):

@@ -1,6 +1,7 @@
 """`sft` with [slurm] on a real local SLURM cluster (two nodes of one CPU, cluster.py): the command
 submits with sbatch; one node trains and saves; two nodes' processes meet through torchrun's
-c10d rendezvous; scancel makes the trainer save before it stops; a dry run submits nothing.
+c10d rendezvous and `scancel --signal=TERM` makes them save and stop; on one node a plain scancel
+makes the trainer save before it stops; a dry run submits nothing.
 
 Every wait is polled with a generous limit (a busy 2-core machine); nothing asserts a time.
 """
@@ -50,6 +51,7 @@ def test_a_one_node_job_trains_saves_and_reads_the_project_setup(
     assert job.run_dir == stale.parent and not stale.exists()
     assert f"clean = true: emptied {job.run_dir}" in job.stderr
     assert f"job log {job.run_dir}/job_{job.id}.log" in job.stdout
+    assert f"sft: to stop it after a save: scancel {job.id}\n" in job.stdout
     result = slurm_cluster.wait(job.id, JOB_S)
     assert result.ok, result.diagnosis + logs(job.run_dir)
     assert len(result.nodes) == 1 and result.stdout == job.run_dir / f"job_{job.id}.log"
@@ -63,26 +65,50 @@ def test_a_one_node_job_trains_saves_and_reads_the_project_setup(
     assert (project / "pre-run.txt").read_text() == f"pre-run saw dotenv-value in {project}\n"
 
 
-def test_a_two_node_job_meets_through_the_c10d_rendezvous(slurm_cluster: LocalSlurm, tmp_path):
+def wait_for_steps(cluster: LocalSlurm, job, count: int) -> None:
+    deadline = time.monotonic() + JOB_S
+    while len(steps(job.run_dir)) < count:
+        state = cluster.job(job.id)["JobState"]
+        assert state in ("PENDING", "CONFIGURING", "RUNNING"), logs(job.run_dir)
+        assert time.monotonic() < deadline, "no step trained\n" + logs(job.run_dir)
+        time.sleep(0.5)
+
+
+def saved_steps(run_dir: Path) -> list[int]:
+    found = (run_dir / "checkpoints").glob("step_*")
+    return sorted(int(path.name.removeprefix("step_")) for path in found)
+
+
+def test_a_two_node_job_meets_through_the_c10d_rendezvous_and_stops_on_scancel_signal_term(
+    slurm_cluster: LocalSlurm, tmp_path
+):
+    """The nodes' processes run as srun's tasks, which a plain scancel kills (srun turns its
+    own SIGTERM into their SIGKILL, test_cluster.py): `scancel --signal=TERM` signals the tasks
+    alone, and every node finishes its step, saves and stops; the job then COMPLETES."""
+    endless = {"max_steps": 100000, "ckpt": {"interval": "None"}}
     two_nodes = {"deployment": {"type": "multi_node", "num_train_nodes": 2, "gpus_per_node": 1}}
-    job = submit(
-        slurm_cluster, "sft", write_config(tmp_path, SFT, two_nodes, {"project_dir": str(tmp_path)})
-    )
+    config = write_config(tmp_path, SFT, {**endless, **two_nodes}, {"project_dir": str(tmp_path)})
+    job = submit(slurm_cluster, "sft", config)
+    assert f"sft: to stop it after a save: scancel --signal=TERM {job.id}\n" in job.stdout
+    wait_for_steps(slurm_cluster, job, 2)
+    slurm_cluster.cancel(job.id, signal="TERM")
     result = slurm_cluster.wait(job.id, JOB_S)
     assert result.ok, result.diagnosis + logs(job.run_dir)
     assert result.nodes == ["n1", "n2"]
     job_log = result.stdout.read_text()
     assert "rendezvous at 127.0.0.1:" in job_log  # n1's NodeAddr
+    trained = steps(job.run_dir)
+    assert trained == list(range(1, len(trained) + 1)) and len(trained) >= 2
+    assert saved_steps(job.run_dir) == [trained[-1]], logs(job.run_dir)
     node_logs = [
         (job.run_dir / "logs" / "latest" / "trainer" / f"node_{n}.log").read_text() for n in (0, 1)
     ]
     # The rendezvous gives out the global ranks: rank 0 (which writes the run's files and the
     # closing line) ran on one node, rank 1 (its log lines marked so) on the other.
-    rank0 = [n for n, text in enumerate(node_logs) if "done after step 3" in text]
+    closing = f"checkpoints/step_{trained[-1]}"
+    rank0 = [n for n, text in enumerate(node_logs) if closing in text and "[rank 1]" not in text]
     rank1 = [n for n, text in enumerate(node_logs) if "[rank 1]" in text]
     assert len(rank0) == 1 and len(rank1) == 1 and rank0 != rank1, logs(job.run_dir)
-    assert steps(job.run_dir) == [1, 2, 3]
-    assert (job.run_dir / "checkpoints" / "step_3").is_dir()
 
 
 def test_scancel_makes_the_trainer_save_before_it_stops(slurm_cluster: LocalSlurm, tmp_path):
@@ -90,19 +116,11 @@ def test_scancel_makes_the_trainer_save_before_it_stops(slurm_cluster: LocalSlur
     job = submit(
         slurm_cluster, "sft", write_config(tmp_path, SFT, endless, {"project_dir": str(tmp_path)})
     )
-    deadline = time.monotonic() + JOB_S
-    while len(steps(job.run_dir)) < 2:
-        state = slurm_cluster.job(job.id)["JobState"]
-        assert state in ("PENDING", "CONFIGURING", "RUNNING"), logs(job.run_dir)
-        assert time.monotonic() < deadline, "no step trained\n" + logs(job.run_dir)
-        time.sleep(0.5)
+    wait_for_steps(slurm_cluster, job, 2)
     slurm_cluster.cancel(job.id)  # SIGTERM to every process of the job; SIGKILL 30 s later
     result = slurm_cluster.wait(job.id, JOB_S)
     assert result.state == "CANCELLED", result.diagnosis
-    saved = sorted(
-        int(path.name.removeprefix("step_"))
-        for path in (job.run_dir / "checkpoints").glob("step_*")
-    )
+    saved = saved_steps(job.run_dir)
     trained = steps(job.run_dir)
     assert saved == [trained[-1]] and 2 <= saved[0] < 100000, (saved, logs(job.run_dir))
     assert "stop requested" in (job.run_dir / "logs" / "latest" / "trainer.log").read_text()

@@ -411,6 +411,10 @@ def finish(config, job: Job, gpus: bool | None, before_submit=None) -> int:
         f"{job.run_dir / 'logs' / 'latest'}/: {logs}",
         flush=True,
     )
+    # On several nodes the processes are srun's tasks, which a plain scancel may kill before
+    # they save (srun aborts its step): the signal goes to them alone.
+    stop = f"scancel --signal=TERM {job_id}" if job.nodes > 1 else f"scancel {job_id}"
+    print(f"{kind}: to stop it after a save: {stop}", flush=True)
     return 0
 
 
