@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainspec.config.steps import step_dir_name, step_of_dir
 
-from ..ckpt.hf_export import Export, export_weights
-from ..core.world import World
 from ..preflight import check_broadcast
+
+if TYPE_CHECKING:  # torch: the directory layout above is read where no run starts (dry runs)
+    from ..ckpt.hf_export import Export
+    from ..core.world import World
 
 BROADCAST_DIR = "broadcasts"
 READY = "READY"
@@ -54,6 +57,8 @@ class FileSystemBroadcast:
 
     def publish(self, step: int) -> None:
         """Write the weights after `step` (a collective: every rank calls it)."""
+        from ..ckpt.hf_export import export_weights
+
         target = broadcast_dir(self.run_dir, step)
         if self.world.is_main and target.exists():
             shutil.rmtree(target)  # a stale, unmarked copy from before a restart

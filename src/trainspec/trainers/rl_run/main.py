@@ -240,7 +240,7 @@ def launch(config) -> int:
 def stale_dirs(run_dir: Path) -> list[Path]:
     """What clean = true deletes before a start: the batches and weight broadcasts of an
     earlier run (checkpoints stay)."""
-    from ..rl.broadcast import BROADCAST_DIR  # (torch: imported only where a run starts)
+    from ..rl.broadcast import BROADCAST_DIR
 
     return [run_dir / "rollouts", run_dir / BROADCAST_DIR]
 
