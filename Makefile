@@ -31,10 +31,10 @@ lint:
 	$(PYTHON) -m ruff check src tests scripts
 	$(PYTHON) -m ruff format --check src tests scripts
 
-check: lint  ## lint, type-check, and fail when generated/ is stale
-	$(PYTHON) scripts/typecheck.py
+check: lint  ## lint, fail when generated/ is stale, type-check (the quick checks first)
 	$(PYTHON) scripts/gen.py --check
 	$(PYTHON) scripts/build_builtin.py --check
+	$(PYTHON) scripts/typecheck.py
 
 test: install check  ## every check and the test suite
 	# a worker per core, each test file on one worker (its module fixtures run once), the

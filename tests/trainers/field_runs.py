@@ -8,16 +8,14 @@ import http.server
 import importlib.machinery
 import io
 import json
-import logging
-import os
 import sys
 import threading
 import types
 from pathlib import Path
 
 import pytest
-import torch
 from field_recorder import FieldRecorder
+from in_process import restored
 
 from trainspec.config import load
 from trainspec.trainers.builtin import builtin_model_dir
@@ -158,28 +156,11 @@ def heartbeat_server():
 
 @contextlib.contextmanager
 def isolated():
-    """Undo what a trainer run changes in this process: environment, logging, matmul precision,
-    and the wandb module; yields a MonkeyPatch for more."""
-    env = dict(os.environ)
-    precision = torch.get_float32_matmul_precision()
-    root = logging.getLogger()
-    handlers, root_level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level for name in ("trainspec", "verifiers")}
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setitem(sys.modules, "wandb", _fake_wandb())
-            yield mp
-    finally:
-        close_world()
-        os.environ.clear()
-        os.environ.update(env)
-        torch.set_float32_matmul_precision(precision)
-        for handler in [h for h in root.handlers if h not in handlers]:
-            root.removeHandler(handler)
-            handler.close()
-        root.setLevel(root_level)
-        for name, level in levels.items():
-            logging.getLogger(name).setLevel(level)
+    """Undo what a trainer run changes in this process (in_process.restored), and stand a fake
+    in for the wandb module; yields a MonkeyPatch for more."""
+    with restored(), pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "wandb", _fake_wandb())
+        yield mp
 
 
 # -- the consumption runs ---------------------------------------------------------------------

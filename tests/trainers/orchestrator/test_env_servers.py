@@ -30,8 +30,9 @@ def test_a_sized_serve_table_plays_on_a_server_started_for_the_source(
     policy, player, tmp_path, monkeypatch
 ):
     """A pool of two spawned workers, each episode bound per worker, for a taskset in a local
-    file (imported in every worker): the episodes it plays are the ones played in the
-    orchestrator, token for token, and close() stops it all."""
+    file (imported in every worker): the episodes it plays at its address (as a source whose
+    serve.address names a server plays them) are the ones played in the orchestrator, token
+    for token, and close() stops it all."""
     (tmp_path / "short_tasks.py").write_text(TASKSET)
     monkeypatch.chdir(tmp_path)
     table = {"taskset": {"id": "short_tasks.py"}, "agent": AGENT}
@@ -55,6 +56,7 @@ def test_a_sized_serve_table_plays_on_a_server_started_for_the_source(
     assert log.count("rollout done") == 4  # played there
     assert proc.poll() is not None and not servers.procs
     for (group, rewards), (want, want_rewards) in zip(remote, local, strict=True):
+        assert [c.prompt_ids for c in group] == [c.prompt_ids for c in want]
         assert [c.token_ids for c in group] == [c.token_ids for c in want]
         assert [c.mask for c in group] == [c.mask for c in want]
         assert [c.text for c in group] == ["x", "x"] and rewards == [1.0, 1.0]

@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from in_process import command_in_process
 from rl_support import metrics, random_samples, trainer_config
 
 from trainspec.trainers.rl.batch import RolloutBatch, pack_samples
+from trainspec.trainers.rl.main import main as rl_trainer_main
 from trainspec.trainers.rl.transport import build_sender
 
 STEPS = 2
@@ -63,10 +65,11 @@ def send(run_dir: Path, shares_of) -> None:
 
 
 def train(config: Path, processes: int) -> subprocess.CompletedProcess:
-    """rl-trainer on `config`, as one process or under torchrun."""
+    """rl-trainer on `config`: one process is this one, two are torchrun's."""
+    if processes == 1:
+        return command_in_process(rl_trainer_main, "rl-trainer", str(config))
     launcher = ["-m", "torch.distributed.run", f"--nproc-per-node={processes}"]
-    command = [sys.executable, *(launcher if processes > 1 else [])]
-    command += ["-m", "trainspec.trainers.rl.main", str(config)]
+    command = [sys.executable, *launcher, "-m", "trainspec.trainers.rl.main", str(config)]
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 

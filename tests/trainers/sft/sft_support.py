@@ -48,6 +48,15 @@ def losses(config) -> dict[int, float]:
     return {m["step"]: m["loss"] for m in metrics(config) if "loss" in m}
 
 
+def sft_in_process(*args: str) -> subprocess.CompletedProcess:
+    """`sft ARGS...` in this process (tests/in_process.py)."""
+    from in_process import command_in_process
+
+    from trainspec.trainers.sft.main import main
+
+    return command_in_process(main, SFT, *args)
+
+
 def flags(settings: dict) -> list[str]:
     """The same settings as `sft` command-line overrides."""
     args = []

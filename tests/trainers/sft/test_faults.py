@@ -1,6 +1,10 @@
-"""`sft` on an operator's worst day, as real processes: a run directory reused by another run, two
-runs at once, relaunches after stops and kills, a full and a read-only disk, a signal during
-start-up, data with nothing to train on. Nothing of a run is lost, every answer says what to do.
+"""`sft` on an operator's worst day: a run directory reused by another run, two runs at once,
+relaunches after stops and kills, a full and a read-only disk, a signal during start-up, data
+with nothing to train on. Nothing of a run is lost, every answer says what to do.
+
+What is stopped, killed or signalled is a real process (`start`); the relaunches and refusals
+that follow run the command's entry point in this process (`run`): what they check is the run
+directory and the answer, not the process.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sft_support import SFT, TINY, flags
+from sft_support import SFT, TINY, flags, sft_in_process
 
 WAIT = 300  # seconds; generous for a busy 2-core machine
 
@@ -30,10 +34,9 @@ def start(output_dir: Path, *extra: str, **settings) -> subprocess.Popen:
     )
 
 
-def run(output_dir: Path, *extra: str, **settings) -> subprocess.CompletedProcess:
-    process = start(output_dir, *extra, **settings)
-    out, err = process.communicate(timeout=WAIT)
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+def run(output_dir: Path | str, *extra: str, **settings) -> subprocess.CompletedProcess:
+    """`sft` to its end, in this process."""
+    return sft_in_process(*flags({**TINY, "output_dir": str(output_dir), **settings}), *extra)
 
 
 def steps(run_dir: Path) -> list[int]:
@@ -106,10 +109,10 @@ def test_a_second_run_on_a_directory_in_use_fails_at_once(tmp_path):
 def test_a_relaunch_resumes_whatever_the_spelling_of_output_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     settings = {"ckpt.interval": 2, "run.name": None}  # the default, hashed run name
-    first = run(Path("outputs"), **settings, **{"max_steps": 4})
+    first = run("outputs", **settings, **{"max_steps": 4})
     assert first.returncode == 0, first.stderr
     (run_dir,) = (tmp_path / "outputs").iterdir()
-    again = run(Path("./outputs/"), **settings, **{"max_steps": 6, "val": None, "gc.interval": 3})
+    again = run("./outputs/", **settings, **{"max_steps": 6, "val": None, "gc.interval": 3})
     assert again.returncode == 0, again.stderr
     assert f"resumed from outputs/{run_dir.name}/checkpoints/step_4 at step 4" in again.stderr
     assert [p.name for p in (tmp_path / "outputs").iterdir()] == [run_dir.name]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sft_support import SFT, TINY, flags
+from sft_support import SFT, TINY, flags, sft_in_process
 
 from trainspec.trainers.builtin import MODELS
 
@@ -37,17 +37,13 @@ def model_dir(family: str, root: Path) -> Path:
 
 
 def losses(out: Path, processes: int, settings: dict) -> list[float]:
-    done = subprocess.run(
-        [
-            SFT,
-            *flags({**settings, "output_dir": str(out)}),
-            "--deployment.num-train-gpus",
-            str(processes),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-    )
+    """The run's losses: one process is this one (sft_in_process), two are torchrun's."""
+    args = [*flags({**settings, "output_dir": str(out)}), "--deployment.num-train-gpus"]
+    args.append(str(processes))
+    if processes == 1:
+        done = sft_in_process(*args)
+    else:
+        done = subprocess.run([SFT, *args], capture_output=True, text=True, timeout=WAIT)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = (out / "tiny" / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line)["loss"] for line in lines]

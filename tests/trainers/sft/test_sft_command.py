@@ -1,4 +1,6 @@
-"""The `sft` command as users run it: real processes, real signals, real torchrun."""
+"""The `sft` command as users run it: real processes, real signals, real torchrun. What a
+refusal says, and the one-process side of a comparison, run the command's entry point in this
+process (sft_support.sft_in_process)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sft_support import SFT, TINY, flags, sft_process
+from sft_support import SFT, TINY, flags, sft_in_process, sft_process
 
 WAIT = 240  # seconds; generous for a busy 2-core machine
 
@@ -58,20 +60,10 @@ def test_a_stop_signal_finishes_the_step_saves_and_exits_0(tmp_path, stop):
     assert "Traceback" not in err
 
 
-def test_sigusr1_checkpoints_without_stopping(tmp_path):
-    proc = sft_process(tmp_path, "--max-steps", "100000", "--ckpt.interval", "None")
-    run = _run_dir(tmp_path)
-    _wait_for(lambda: len(_steps(run)) >= 1, proc, "a step")
-    proc.send_signal(signal.SIGUSR1)
-    _wait_for(lambda: (run / "checkpoints").exists() and _checkpoints(run), proc, "a checkpoint")
-    saved = _checkpoints(run)[0]
-    _wait_for(lambda: _steps(run)[-1] > saved, proc, "training to go on")
-    proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=WAIT)
-    assert proc.returncode == 0
-
-
-def test_control_files_checkpoint_then_stop(tmp_path):
+def test_sigusr1_and_the_control_files_checkpoint_and_stop(tmp_path):
+    """One run, every way an operator talks to it without killing it: the `checkpoint` file
+    and SIGUSR1 each save a checkpoint and training goes on; the `stop` file stops it after a
+    save. Each command file is taken once."""
     run = _run_dir(tmp_path)
     control = run / "control"
     control.mkdir(parents=True)
@@ -79,29 +71,29 @@ def test_control_files_checkpoint_then_stop(tmp_path):
     proc = sft_process(tmp_path, "--max-steps", "100000", "--ckpt.interval", "None")
     _wait_for(lambda: not (control / "checkpoint").exists(), proc, "the checkpoint command")
     _wait_for(lambda: (run / "checkpoints").exists() and _checkpoints(run), proc, "a checkpoint")
+    (commanded,) = _checkpoints(run)
+    _wait_for(lambda: _steps(run)[-1] > commanded, proc, "training to go on")
+    proc.send_signal(signal.SIGUSR1)
+    _wait_for(lambda: len(_checkpoints(run)) == 2, proc, "the SIGUSR1 checkpoint")
+    signalled = _checkpoints(run)[-1]
+    _wait_for(lambda: _steps(run)[-1] > signalled, proc, "training to go on")
     (control / "stop").touch()
     out, err = proc.communicate(timeout=WAIT)
     assert proc.returncode == 0, err
     assert not (control / "stop").exists()  # taken once
-    assert len(_checkpoints(run)) == 2  # the commanded one and the one on stop
-    assert _checkpoints(run)[-1] == _steps(run)[-1]
+    assert len(_checkpoints(run)) == 3  # the commanded one, SIGUSR1's and the one on stop
+    assert _checkpoints(run)[-1] == _steps(run)[-1] > signalled > commanded
+    assert "Traceback" not in err
 
 
 def test_unsupported_setting_is_refused_without_a_traceback(tmp_path):
-    proc = sft_process(
-        tmp_path,
-        "--model.attn",
-        "flash_attention_2",
-        "--model.cp",
-        "2",
-        "--data.micro-batch-size",
-        "1",
+    refused = sft_in_process(
+        *flags({**TINY, "output_dir": str(tmp_path)}),
+        *("--model.attn", "flash_attention_2", "--model.cp", "2", "--data.micro-batch-size", "1"),
     )
-    out, err = proc.communicate(timeout=WAIT)
-    assert proc.returncode == 1
-    assert "Traceback" not in err
-    assert "model.attn: error:" in err and "fix:" in err
-    assert "model.cp: error:" in err
+    assert refused.returncode == 1
+    assert "model.attn: error:" in refused.stderr and "fix:" in refused.stderr
+    assert "model.cp: error:" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_reference_style_at_file_and_dry_run(tmp_path):
@@ -114,32 +106,26 @@ def test_reference_style_at_file_and_dry_run(tmp_path):
     assert json.loads(done.stdout)["model"]["name"] == "builtin:tiny-qwen3"
 
 
-@pytest.mark.parametrize("processes", [2])
-def test_torchrun_matches_one_process(tmp_path, processes):
-    """`sft` launches torchrun itself; FSDP2 over gloo gives the 1-process losses. The batch
-    (4 rows, micro-batches of 4) splits into one forward of 2 rows on each process."""
+def test_torchrun_matches_one_process(tmp_path):
+    """`sft` launches torchrun itself; FSDP2 over gloo gives the 1-process losses (that run in
+    this process). The batch (4 rows, micro-batches of 4) splits into one forward of 2 rows on
+    each process."""
     settings = {**TINY, "max_steps": 3, "data.length": "variable"}
     settings["ckpt"] = {}
     runs = {}
-    for n in (1, processes):
+    for n in (1, 2):
         out = tmp_path / f"n{n}"
-        done = subprocess.run(
-            [
-                SFT,
-                *flags({**settings, "output_dir": str(out)}),
-                "--deployment.num-train-gpus",
-                str(n),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=WAIT * 2,
-        )
+        args = [*flags({**settings, "output_dir": str(out)}), "--deployment.num-train-gpus", str(n)]
+        if n == 1:
+            done = sft_in_process(*args)
+        else:
+            done = subprocess.run([SFT, *args], capture_output=True, text=True, timeout=WAIT * 2)
         assert done.returncode == 0, done.stderr[-3000:]
         run = out / "tiny"
         lines = (run / "metrics.jsonl").read_text().splitlines()
         runs[n] = [json.loads(line)["loss"] for line in lines]
         assert _checkpoints(run) == [3]
-    assert runs[processes] == pytest.approx(runs[1], rel=1e-4)
+    assert runs[2] == pytest.approx(runs[1], rel=1e-4)
 
 
 def test_reference_renderer_section_is_accepted_and_a_custom_one_refused(tmp_path):
@@ -166,10 +152,12 @@ def test_reference_renderer_section_is_accepted_and_a_custom_one_refused(tmp_pat
     )
     assert done.returncode == 0, done.stderr
     assert "Generating train split" not in done.stderr and "Map" not in done.stderr
-    refused = sft_process(tmp_path, "--renderer.name", "custom", "--renderer.import_path", "my.R")
-    out, err = refused.communicate(timeout=WAIT)
+    refused = sft_in_process(
+        *flags({**TINY, "output_dir": str(tmp_path / "outputs")}),
+        *("--renderer.name", "custom", "--renderer.import_path", "my.R"),
+    )
     assert refused.returncode == 1
-    assert 'renderer.name: error: "custom"' in err and "Traceback" not in err
+    assert 'renderer.name: error: "custom"' in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_two_local_nodes_meet_through_torchrun_rendezvous(tmp_path):
@@ -246,7 +234,7 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path):
         "--data.micro-batch-size", "64",
     )  # fmt: skip
     run = _run_dir(tmp_path)
-    _wait_for(lambda: len(_steps(run)) >= 2, proc, "two steps")
+    _wait_for(lambda: len(_steps(run)) >= 1, proc, "a step")
     proc.send_signal(signal.SIGINT)
     time.sleep(0.3)  # one signal at a time: the kernel merges a pending repeat into it
     proc.send_signal(signal.SIGINT)
