@@ -15,6 +15,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,6 +148,21 @@ def records(path: Path) -> list[dict]:
 
 def steps(run_dir: Path) -> list[int]:
     return [record["step"] for record in records(run_dir / "metrics.jsonl")]
+
+
+def saved_steps(run_dir: Path) -> list[int]:
+    found = (run_dir / "checkpoints").glob("step_*")
+    return sorted(int(path.name.removeprefix("step_")) for path in found)
+
+
+def wait_for_steps(cluster, job: Submitted, count: int) -> None:
+    """Until the job's run has logged `count` steps (it must still be queued or running)."""
+    deadline = time.monotonic() + JOB_S
+    while len(steps(job.run_dir)) < count:
+        state = cluster.job(job.id)["JobState"]
+        assert state in ("PENDING", "CONFIGURING", "RUNNING"), logs(job.run_dir)
+        assert time.monotonic() < deadline, "no step trained\n" + logs(job.run_dir)
+        time.sleep(0.5)
 
 
 def logs(run_dir: Path) -> str:

@@ -9,10 +9,18 @@ Every wait is polled with a generous limit (a busy 2-core machine); nothing asse
 
 from __future__ import annotations
 
-import time
-
 from cluster import LocalSlurm
-from slurm_runs import JOB_S, RL, RL_TWO_NODES, logs, records, steps, submit, write_config
+from slurm_runs import (
+    JOB_S,
+    RL,
+    RL_TWO_NODES,
+    logs,
+    records,
+    steps,
+    submit,
+    wait_for_steps,
+    write_config,
+)
 
 
 def test_a_one_node_job_runs_rl_there(slurm_cluster: LocalSlurm, tmp_path):
@@ -41,11 +49,7 @@ def test_a_two_node_job_trains_on_one_node_samples_on_the_other_and_stops_on_sca
     )
     assert "the orchestrator samples in process" in job.stderr  # no GPU in the partition
     assert f"rl: to stop it after a save: scancel --signal=TERM {job.id}\n" in job.stdout
-    deadline = time.monotonic() + JOB_S
-    while len(steps(job.run_dir)) < 2:
-        assert slurm_cluster.job(job.id)["JobState"] in ("PENDING", "CONFIGURING", "RUNNING")
-        assert time.monotonic() < deadline, "no step trained\n" + logs(job.run_dir)
-        time.sleep(0.5)
+    wait_for_steps(slurm_cluster, job, 2)
     slurm_cluster.cancel(job.id, signal="TERM")
     result = slurm_cluster.wait(job.id, JOB_S)
     assert result.ok, result.diagnosis + logs(job.run_dir)

@@ -8,11 +8,20 @@ Every wait is polled with a generous limit (a busy 2-core machine); nothing asse
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from cluster import LocalSlurm
-from slurm_runs import JOB_S, SFT, logs, run_command, steps, submit, write_config
+from slurm_runs import (
+    JOB_S,
+    SFT,
+    logs,
+    run_command,
+    saved_steps,
+    steps,
+    submit,
+    wait_for_steps,
+    write_config,
+)
 
 
 def test_a_dry_run_writes_the_script_for_this_cluster_and_submits_nothing(
@@ -63,20 +72,6 @@ def test_a_one_node_job_trains_saves_and_reads_the_project_setup(
     assert "sft exited with code 0" in result.stdout.read_text()
     # .env read and pre_run_command run, in project_dir, before the run
     assert (project / "pre-run.txt").read_text() == f"pre-run saw dotenv-value in {project}\n"
-
-
-def wait_for_steps(cluster: LocalSlurm, job, count: int) -> None:
-    deadline = time.monotonic() + JOB_S
-    while len(steps(job.run_dir)) < count:
-        state = cluster.job(job.id)["JobState"]
-        assert state in ("PENDING", "CONFIGURING", "RUNNING"), logs(job.run_dir)
-        assert time.monotonic() < deadline, "no step trained\n" + logs(job.run_dir)
-        time.sleep(0.5)
-
-
-def saved_steps(run_dir: Path) -> list[int]:
-    found = (run_dir / "checkpoints").glob("step_*")
-    return sorted(int(path.name.removeprefix("step_")) for path in found)
 
 
 def test_a_two_node_job_meets_through_the_c10d_rendezvous_and_stops_on_scancel_signal_term(
