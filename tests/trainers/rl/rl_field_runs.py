@@ -663,10 +663,13 @@ def run_orchestrator_environment(out: Path, recorder: FieldRecorder, policy: Pat
             "train.source": [{"env": {"taskset": {**taskset, "turns": 2}, "agent": agent}}],
             "train.filter_zero_advantages": False,  # a random policy's rewards are all alike
             "env_server_base_port": base,
-            "max_steps": 1,  # each episode's chat program is a process of its own: seconds
+            # each episode's chat program is a process of its own (seconds): one step of one
+            # group, and evals of one example
+            "max_steps": 1,
+            "batch_size": 2,
             "eval": {
                 "interval": 1,
-                "num_examples": 2,
+                "num_examples": 1,
                 "sampling": {"max_completion_tokens": 4},
                 "source": [
                     {
@@ -684,9 +687,9 @@ def run_orchestrator_environment(out: Path, recorder: FieldRecorder, policy: Pat
     own = out / "orchestrator-environment" / "orchestrator"
     served = json.loads((own / "envs" / "eval" / "trainspec-reverse-text.json").read_text())
     assert served["serve"]["address"] == f"tcp://127.0.0.1:{base + 1}"
-    # the evals at steps 0 and 1 (the final weights), two episodes each, played there
+    # the evals at steps 0 and 1 (the final weights), an episode each, played there
     log = (own / "envs" / "eval" / "trainspec-reverse-text.log").read_text()
-    assert log.count("rollout done") == 4
+    assert log.count("rollout done") == 2
     logged = metrics(own)
     assert any("eval/trainspec-reverse-text/reward" in r for r in logged)
     assert all("eval/trainspec-reverse-text/exact_match" not in r for r in logged)

@@ -88,6 +88,8 @@ def test_relaunching_a_finished_run(tmp_path):
 
 
 def test_a_second_run_on_a_directory_in_use_fails_at_once(tmp_path):
+    """...and the first, stopped by SIGTERM (a scheduler's stop), finishes its step, saves it
+    and exits 0."""
     first = start(tmp_path, "--max-steps", "100000", "--ckpt.interval", "5")
     run_dir = tmp_path / "tiny"
     try:
@@ -104,6 +106,9 @@ def test_a_second_run_on_a_directory_in_use_fails_at_once(tmp_path):
     trained = steps(run_dir)
     assert trained == list(range(1, len(trained) + 1))  # one record per step, none lost
     assert checkpoints(run_dir)[-1] == trained[-1]
+    assert f"stop requested: stopping after step {trained[-1]}" in err
+    assert f"checkpoints/step_{trained[-1]}" in out  # the closing line names the checkpoint
+    assert "Traceback" not in err
 
 
 def test_a_relaunch_resumes_whatever_the_spelling_of_output_dir(tmp_path, monkeypatch):
