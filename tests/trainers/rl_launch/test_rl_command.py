@@ -1,6 +1,7 @@
-"""The `rl` command end to end, as real processes: a short seeded run raises the reward; a killed
-orchestrator stops the run with a clear error and a saved checkpoint; SIGTERM stops both cleanly;
-a trainer that cannot start is named; validate-config knows the combined schema."""
+"""The `rl` command end to end, as real processes: a short seeded run raises the reward; a crashed
+run resumes; a killed orchestrator stops the run with a clear error and a saved checkpoint;
+SIGTERM stops both cleanly; a trainer that cannot start is named; validate-config knows the
+combined schema."""
 
 from __future__ import annotations
 
@@ -119,10 +120,6 @@ def side_pid(run_dir: Path, side: str) -> int:
     raise AssertionError(f"no {side} process found")
 
 
-def orchestrator_pid(run_dir: Path) -> int:
-    return side_pid(run_dir, "orchestrator")
-
-
 def test_a_short_seeded_run_raises_the_mean_reward(tmp_path):
     result = run_rl(str(write_config(tmp_path)))
     assert result.returncode == 0, result.stderr
@@ -137,23 +134,11 @@ def test_a_short_seeded_run_raises_the_mean_reward(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_killing_the_orchestrator_stops_rl_with_a_clear_error_and_a_checkpoint(tmp_path):
-    process = start(write_config(tmp_path, max_steps=100_000))
-    run_dir = tmp_path / "run"
-    wait_for_steps(run_dir, 3, process)
-    os.kill(orchestrator_pid(run_dir), signal.SIGKILL)
-    _, stderr = process.communicate(timeout=WAIT_S)
-    assert process.returncode == 1
-    assert "the orchestrator was killed by SIGKILL" in stderr
-    assert "stopping the trainer, which saves a checkpoint first" in stderr
-    assert list((run_dir / "checkpoints").glob("step_*")), "no checkpoint was saved"
-    assert "Traceback" not in stderr
-
-
 def test_after_a_crash_the_same_command_resumes_and_sigterm_stops_it_with_a_checkpoint(tmp_path):
     """The trainer killed mid-run (no [trainer.resume] in the config): rerunning the command
-    continues from its last checkpoint; SIGTERM then stops both processes after a whole step,
-    saved, and every step is in the metrics once."""
+    continues from its last checkpoint. The orchestrator killed then: rl says so and the
+    trainer saves before it stops. A third run goes on from there, and SIGTERM stops both
+    processes after a whole step, saved; every step is in the metrics once."""
     config = write_config(tmp_path, max_steps=100_000, ckpt_interval=2)
     process = start(config)
     run_dir = tmp_path / "run"
@@ -162,29 +147,49 @@ def test_after_a_crash_the_same_command_resumes_and_sigterm_stops_it_with_a_chec
     _, stderr = process.communicate(timeout=WAIT_S)
     assert process.returncode == 1
     assert "the trainer was killed by SIGKILL from outside (it could print nothing" in stderr
-    saved = sorted(int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").glob("step_*"))
+    saved = saved_steps(run_dir)
     assert saved, "no checkpoint before the kill"
 
     killed_at = records(run_dir / "metrics.jsonl")[-1]["step"]
     again = start(config)
-    deadline = time.monotonic() + WAIT_S
-    while max((r["step"] for r in records(run_dir / "metrics.jsonl")), default=0) <= killed_at:
-        assert again.poll() is None, again.communicate()
-        assert time.monotonic() < deadline, "the relaunch made no progress"
-        time.sleep(0.2)
-    again.send_signal(signal.SIGTERM)
-    stdout, stderr = again.communicate(timeout=WAIT_S)
-    assert again.returncode == 0, stderr
+    wait_past(run_dir, killed_at, again)
+    os.kill(side_pid(run_dir, "orchestrator"), signal.SIGKILL)
+    _, stderr = again.communicate(timeout=WAIT_S)
+    assert again.returncode == 1
     assert f"resumed from {run_dir / 'checkpoints' / f'step_{saved[-1]}'}" in stderr
+    assert "the orchestrator was killed by SIGKILL" in stderr
+    assert "stopping the trainer, which saves a checkpoint first" in stderr
+    assert "Traceback" not in stderr
+    killed_at = records(run_dir / "metrics.jsonl")[-1]["step"]
+    assert saved_steps(run_dir)[-1] == killed_at  # the trainer saved the step it was at
+
+    third = start(config)
+    wait_past(run_dir, killed_at, third)
+    third.send_signal(signal.SIGTERM)
+    stdout, stderr = third.communicate(timeout=WAIT_S)
+    assert third.returncode == 0, stderr
+    assert f"resumed from {run_dir / 'checkpoints' / f'step_{killed_at}'}" in stderr
     assert "rl: stopping" in stderr
     trained = records(run_dir / "metrics.jsonl")[-1]["step"]
-    stopped = sorted(int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").glob("step_*"))
-    assert stopped[-1] == trained  # stopped after a whole step, and saved it
+    assert saved_steps(run_dir)[-1] == trained  # stopped after a whole step, and saved it
     assert f"rl: stopped after step {trained}" in stdout
     steps = [r["step"] for r in records(run_dir / "metrics.jsonl")]
     assert steps == list(range(1, trained + 1))
     shipped = [r["step"] for r in records(run_dir / "orchestrator" / "metrics.jsonl")]
     assert len(shipped) == len(set(shipped))
+
+
+def saved_steps(run_dir: Path) -> list[int]:
+    return sorted(int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").glob("step_*"))
+
+
+def wait_past(run_dir: Path, step: int, process: subprocess.Popen) -> None:
+    """Until a relaunch has trained past `step` (the records before it are not its progress)."""
+    deadline = time.monotonic() + WAIT_S
+    while max((r["step"] for r in records(run_dir / "metrics.jsonl")), default=0) <= step:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the relaunch made no progress"
+        time.sleep(0.2)
 
 
 def test_the_demo_before_its_sft_stage_says_what_to_run(tmp_path):

@@ -138,18 +138,8 @@ def test_reference_renderer_section_is_accepted_and_a_custom_one_refused(tmp_pat
     chats = [{"messages": messages} for messages in turns]
     (tmp_path / "chats.jsonl").write_text("".join(json.dumps(chat) + "\n" for chat in chats))
     data = {"data.type": "sft", "data.name": str(tmp_path / "chats.jsonl")}
-    done = subprocess.run(
-        [
-            SFT,
-            str(config),
-            *flags({**TINY, **data, "output_dir": str(tmp_path)}),
-            "--max-steps",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-    )
+    done = sft_in_process(str(config), *flags({**TINY, **data, "output_dir": str(tmp_path)}),
+                          "--max-steps", "1")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "Generating train split" not in done.stderr and "Map" not in done.stderr
     refused = sft_in_process(
