@@ -20,7 +20,7 @@ rl-demo: install  ## the RL demo: a partly trained SFT start, then RL raises its
 	.venv/bin/sft configs/rl/demo-sft.toml
 	.venv/bin/rl configs/rl/demo.toml
 
-rl-arith: install  ## RL on your own data and reward: sums of two numbers, a reward file (~4 minutes)
+rl-arith: install  ## RL on your own data and reward: sums of two numbers, a reward file (~2 minutes)
 	.venv/bin/sft configs/rl/arith-sft.toml
 	.venv/bin/rl configs/rl/arith.toml
 
