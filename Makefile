@@ -28,8 +28,8 @@ gen:  ## regenerate generated/ from schema/
 	$(PYTHON) scripts/gen.py
 
 lint:
-	$(PYTHON) -m ruff check src tests scripts
-	$(PYTHON) -m ruff format --check src tests scripts
+	$(PYTHON) -m ruff check src tests scripts tools
+	$(PYTHON) -m ruff format --check src tests scripts tools
 
 check: lint  ## lint, fail when generated/ is stale, type-check (the quick checks first)
 	$(PYTHON) scripts/gen.py --check
@@ -45,4 +45,4 @@ test: install check  ## every check and the test suite
 		--no-loadscope-reorder
 
 parity: install  ## the full parity proof: schema/, generated classes and rules agree
-	$(PYTHON) scripts/parity.py
+	$(PYTHON) -m tools.parity

@@ -44,7 +44,7 @@ TRL_MICRO_BATCH = 32  # completions per forward/backward (x gradient accumulatio
 
 def demo_task(orch, tokenizer):
     """The demo's one train source, as the orchestrator builds it."""
-    from trainspec.trainers.orchestrator.task import Task
+    from trainspec.trainers.orchestrator.environments.task import Task
 
     source = orch.train.source[0]
     return Task.from_env(source.env, "train.source[0].env", tokenizer, seed=orch.seed, role="train")
@@ -64,15 +64,15 @@ def fixed_batches(config, count: int) -> list:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from trainspec.trainers.chat.tasks import template_stop_id
     from trainspec.trainers.core.tokenizer import build_tokenizer
     from trainspec.trainers.orchestrator.algorithms import grpo_advantages
-    from trainspec.trainers.orchestrator.sampler import LocalSampler
-    from trainspec.trainers.rl.batch import RolloutBatch, Sample, pack_samples
-    from trainspec.trainers.tasks import _stop_id
+    from trainspec.trainers.orchestrator.sampling.local_sampler import LocalSampler
+    from trainspec.trainers.wire.batch import RolloutBatch, Sample, pack_samples
 
     orch = config.orchestrator
     tokenizer = build_tokenizer(orch.tokenizer, orch.model)
-    stop_id = _stop_id(tokenizer)
+    stop_id = template_stop_id(tokenizer)
     task = demo_task(orch, tokenizer)
     model = AutoModelForCausalLM.from_pretrained(orch.model.name, dtype="auto")
     sampler = LocalSampler(model, tokenizer, stop_id, torch.device("cpu"))
@@ -126,7 +126,7 @@ class Ours:
 
     def publish_ms(self, run_dir: Path, times: int) -> float:
         """Median ms of rl/train.py's weight broadcast (inside its logged step_time_s)."""
-        from trainspec.trainers.rl.broadcast import build_broadcast
+        from trainspec.trainers.wire.broadcast import build_broadcast
 
         parts = self.parts
         broadcast = build_broadcast(
@@ -247,7 +247,7 @@ def run_steps(spec: dict) -> dict:
 def trl_rows(task, prompts_per_step: int, steps: int, tokenizer) -> tuple[list[dict], bool]:
     """The orchestrator's prompt stream as TRL rows (conversational prompt + answer), and whether
     the chat template gives TRL's call exactly the orchestrator's prompt ids."""
-    from trainspec.trainers.tasks import reverse_text
+    from trainspec.trainers.chat.tasks import reverse_text
 
     rows, same = [], True
     for step in range(steps):
@@ -269,14 +269,14 @@ def run_trl(spec: dict) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainspec.trainers.tasks import _stop_id
+    from trainspec.trainers.chat.tasks import template_stop_id
 
     config = demo_config(spec["demo"])
     orch, trainer_cfg = config.orchestrator, config.trainer
     weights = orch.model.name
     torch.set_float32_matmul_precision(trainer_cfg.matmul_precision)
     tokenizer = AutoTokenizer.from_pretrained(weights)
-    stop_id = _stop_id(tokenizer)
+    stop_id = template_stop_id(tokenizer)
     task = demo_task(orch, tokenizer)
     per_step = orch.batch_size // orch.group_size
     rows, same_ids = trl_rows(task, per_step, spec["max_steps"], tokenizer)

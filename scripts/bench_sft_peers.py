@@ -158,7 +158,7 @@ def run_trl(spec: dict) -> dict:
     from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
-    from trainspec.trainers.tasks import reverse_text
+    from trainspec.trainers.chat.tasks import reverse_text
 
     notes = [f"trl {trl.__version__}"]
     tokenizer = tokenizer_of(spec)

@@ -17,10 +17,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bundle_schema import write_bundle
-from gen_docs import write_reference
-from gen_view import view
+# Run by path, the script has scripts/ on sys.path, not the repository root that holds tools/
+# (the schema bundler and the classes' view, shared with the parity proof: python -m tools.parity).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gen_docs import write_reference
+
+from tools.bundle_schema import write_bundle
+from tools.gen_view import view
 from trainspec.kinds import SCHEMA_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent

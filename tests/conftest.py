@@ -1,4 +1,4 @@
-"""Fixtures shared by every test directory (helpers live in support.py)."""
+"""Fixtures shared by every test directory (helpers live in helpers/)."""
 
 from __future__ import annotations
 
@@ -39,20 +39,20 @@ def one_torch_thread():
 # workers busy, not on one long file with the other worker idle.
 LONGEST_FIRST = (
     "tests/trainers/sft/test_sft_command.py",
-    "tests/trainers/rl_launch/test_rl_command.py",
+    "tests/trainers/rl_run/test_rl_command.py",
     "tests/trainers/rl/test_rl_field_coverage.py",
     "tests/trainers/sft/test_faults.py",
-    "tests/slurm/test_rl_jobs.py",
-    "tests/slurm/test_sft_jobs.py",
-    "tests/trainers/orchestrator/test_environment.py",
-    "tests/trainers/orchestrator/test_env_servers.py",
+    "tests/trainers/slurm/test_rl_jobs.py",
+    "tests/trainers/slurm/test_sft_jobs.py",
+    "tests/trainers/orchestrator/environments/test_verifiers_env.py",
+    "tests/trainers/orchestrator/environments/test_env_servers.py",
     "tests/trainers/ckpt/test_checkpointer.py",
     "tests/test_gen.py",
-    "tests/trainers/rl_launch/test_rl_inference.py",
+    "tests/trainers/rl_run/test_rl_inference.py",
     "tests/trainers/sft/test_families_train.py",
     "tests/trainers/sft/test_meta_init_runs.py",
     "tests/trainers/sft/test_train.py",
-    "tests/slurm/test_cluster.py",
+    "tests/trainers/slurm/test_cluster.py",
     "tests/trainers/rl/test_rl_ranks.py",
     "tests/trainers/test_field_coverage.py",
     "tests/test_parity.py",

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from helpers.support import ROOT
 
-COPIED = ("schema", "generated", "docs", "scripts", "src", "pyproject.toml", "Makefile")
+COPIED = ("schema", "generated", "docs", "scripts", "tools", "src", "pyproject.toml", "Makefile")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,8 @@ of the project makes it fail, in the check that should see it.
 
 A drift is planted in a throwaway copy: schema/, src/trainspec/ and generated/ (placed at
 src/trainspec/generated, so PYTHONPATH at the copy's src/ imports all of it), optionally
-regenerated with `scripts/gen.py --schema ... --output ...`, then proved with scripts/parity.py.
+regenerated with `scripts/gen.py --schema ... --output ...`, then proved with
+`python -m tools.parity` (PYTHONPATH at the copy's src/, then the repository root for `tools`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from helpers.support import ROOT
 
 SUMMARY = re.compile(r"^(\d+) cases, (\d+) accepted, (\d+) differences$", re.M)
 CHECKS = (
@@ -33,10 +34,10 @@ IGNORE = shutil.ignore_patterns("__pycache__")
 
 def parity(*args: str, src: Path | None = None) -> tuple[int, str]:
     env = dict(os.environ)
-    if src is not None:
-        env["PYTHONPATH"] = str(src)
+    if src is not None:  # the copy's trainspec; the repository root still holds the proof (tools)
+        env["PYTHONPATH"] = os.pathsep.join([str(src), str(ROOT)])
     result = subprocess.run(
-        [sys.executable, "scripts/parity.py", "--profile", "ci", *args],
+        [sys.executable, "-m", "tools.parity", "--profile", "ci", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

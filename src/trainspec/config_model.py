@@ -2,7 +2,7 @@
 
 `make gen` points datamodel-code-generator at this class (`base-class` in pyproject.toml). The
 classes are generated from a view of the schema without the input conventions below
-(scripts/gen_view.py), so their fields read `int | None` and `FullOffloadConfig | None`; this class
+(tools/gen_view.py), so their fields read `int | None` and `FullOffloadConfig | None`; this class
 turns what a user writes into those values before validation:
 
 * The string ``"None"`` is null. TOML has no null, so a nullable setting is turned off by

@@ -1,6 +1,6 @@
 """trainspec's reverse-text task as a verifiers taskset, `id = "trainspec-reverse-text"`.
 
-The rows are the built-in task's (trainspec.trainers.tasks.reverse_text: seeded, shipped with
+The rows are the built-in task's (trainspec.trainers.chat.tasks.reverse_text: seeded, shipped with
 trainspec, nothing downloaded). Each episode shows `turns` strings, one per user turn; the
 assistant answers each with the string backwards. The reward is the mean over the turns of the
 LCS ratio of the reply and the reversed string, as the built-in task scores one turn; a turn the
@@ -21,7 +21,7 @@ from typing import Literal
 import verifiers.v1 as vf
 from pydantic import Field
 
-from trainspec.trainers.tasks import reverse_text
+from trainspec.trainers.chat.tasks import reverse_text
 
 
 class ReverseTextConfig(vf.TasksetConfig):

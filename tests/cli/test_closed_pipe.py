@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from helpers.support import ROOT
 
 VALIDATE = str(Path(sys.executable).with_name("validate-config"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from support import ROOT
+from helpers.support import ROOT
 
 from trainspec.cli.entrypoint import run_entrypoint
 

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from support import ROOT
+from helpers.support import ROOT
 
 PROBE = """
 import io, sys
@@ -34,7 +34,7 @@ out = sys.argv[1]
 codes = [
     rl(["tests/config/reference/rl/debug-concurrency.toml", "--dry-run", "--output-dir", out]),
     rl(["configs/rl/demo.toml", "--dry-run", "--output-dir", out]),
-    sft(["tests/slurm/slim_sft.toml", "--dry-run", "--output-dir", out]),
+    sft(["tests/trainers/slurm/slim_sft.toml", "--dry-run", "--output-dir", out]),
     sft(["configs/sft/demo.toml", "--dry-run", "--output-dir", out]),
 ]
 print(codes, ",".join(m for m in ("torch", "transformers") if m in sys.modules) or "none")

@@ -6,7 +6,7 @@ import io
 import json
 
 import pytest
-from support import ROOT
+from helpers.support import ROOT
 
 from trainspec.cli.validate_config import run
 

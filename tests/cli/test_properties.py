@@ -65,7 +65,7 @@ def _kind(path: Path) -> str | None:
 
 
 # The trainer configs: the mutations below know their unions (rl.json / orchestrator.json
-# configs have their own tests in tests/trainers/rl_launch).
+# configs have their own tests in tests/trainers/rl_run).
 EXAMPLES = [
     (path, _kind(path), tomllib.loads(path.read_text(encoding="utf-8")))
     for path in CONFIGS

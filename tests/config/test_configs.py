@@ -6,7 +6,7 @@ import json
 import tomllib
 
 import pytest
-from support import ROOT, SCHEMA_NAMES, schema_accepts
+from helpers.support import ROOT, SCHEMA_NAMES, schema_accepts
 
 from trainspec.config import dump_json, load, validate
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from support import ROOT
+from helpers.support import ROOT
 
 PROBE = """
 import sys

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from helpers.support import ROOT
 
 from trainspec.config import (
     ConfigError,

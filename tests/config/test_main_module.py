@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from helpers.support import ROOT
 
 from trainspec.config import __main__ as main_module
 from trainspec.config import load, validate

@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support import schema_accepts
+from helpers.support import schema_accepts
 
 from trainspec.config import load, validate
 from trainspec.config.kinds import config_class

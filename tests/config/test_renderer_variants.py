@@ -8,10 +8,10 @@ import io
 import typing
 
 import pytest
+from helpers.support import schema_accepts
 from pydantic import BaseModel
 from renderers import RendererConfig as PackageRendererConfig
 from renderers.configs import INKLING_EFFORT_MAP
-from support import schema_accepts
 
 from trainspec.cli.validate_config import run
 from trainspec.config import ConfigError, validate

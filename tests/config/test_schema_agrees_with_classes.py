@@ -5,8 +5,8 @@ constrained nullables, discriminators on nullable unions, lax coercion)."""
 from __future__ import annotations
 
 import pytest
+from helpers.support import schema_accepts
 from pydantic import ValidationError
-from support import schema_accepts
 
 from trainspec.config import config_class
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import SCHEMA_DIR
+from helpers.support import SCHEMA_DIR
 
 from trainspec.config import config_class
 from trainspec.generated.base_trainer import BaseTrainerConfig

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from support import schema_accepts
+from helpers.support import schema_accepts
 
 from trainspec.config import ConfigError, validate
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from helpers.support import ROOT
 
 CHECK = """
 import json, sys

@@ -17,9 +17,9 @@ from typing import TypeVar
 
 import pytest
 import pytest_lsp
+from helpers.support import ROOT
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from support import ROOT
 
 TOMBI = str(Path(sys.executable).with_name("tombi"))
 SERVER_ENV = {**os.environ, "TOMBI_OFFLINE": "true", "NO_COLOR": "1"}

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from helpers.support import ROOT
 
 CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").rglob("*.toml"))
 BAD = "tests/editor/fixtures/bad-rl.toml"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import ROOT
+from helpers.support import ROOT
 
 SHARED = set(json.loads((ROOT / "schema" / "base_trainer.json").read_text())["properties"])
 RL_ONLY = set(

@@ -4,19 +4,16 @@ pinned host memory, and flash-attention 2 where flash-attn is installed."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.sft_support import TINY
 
 from trainspec.config import load
 from trainspec.trainers.core.lm import summed_loss
 from trainspec.trainers.core.world import init_world
 from trainspec.trainers.parts import Parts
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "trainers" / "sft"))
-from sft_support import TINY  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

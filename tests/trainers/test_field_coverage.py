@@ -29,10 +29,16 @@ import typing
 
 import pytest
 import torch
-from field_leaves import leaves_of
-from field_recorder import FieldRecorder
-from field_refusals import REFUSAL_IDS, REFUSALS, REFUSED_PATHS, applies_here, renderer_settings
-from field_runs import (
+from helpers.field_leaves import leaves_of
+from helpers.field_recorder import FieldRecorder
+from helpers.field_refusals import (
+    REFUSAL_IDS,
+    REFUSALS,
+    REFUSED_PATHS,
+    applies_here,
+    renderer_settings,
+)
+from helpers.field_runs import (
     heartbeat_server,
     isolated,
     run_chat_and_resume,
@@ -221,9 +227,9 @@ def _another_value(info):
 
 @pytest.mark.parametrize("leaf", sorted(RENDERER_SETTINGS))
 def test_a_renderer_setting_reaches_the_renderers_package(leaf):
-    """The SFT data path's NamedRendering (sft/named_renderers.py) hands the setting, at a value
+    """The SFT data path's NamedRendering (chat/named_renderers.py) hands the setting, at a value
     other than its default, to the package's own config of that renderer."""
-    from trainspec.trainers.sft.named_renderers import NamedRendering, renderer_config
+    from trainspec.trainers.chat.named_renderers import NamedRendering, renderer_config
 
     name, field = RENDERER_SETTINGS[leaf], leaf.removeprefix("renderer.")
     config = load("sft", [], {"renderer.name": name}).config

@@ -4,7 +4,6 @@ stop, at the end), when the loop is told to stop, and that no step is saved twic
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -27,10 +26,11 @@ def session(tmp_path: Path, step: int = 0, **settings) -> tuple[Session, list[in
         saved.append(at)
         return tmp_path / f"step_{at}"
 
-    # What a session reads of the parts: the world and where the run resumed.
     resumed = tmp_path / f"step_{step}" if step else None
-    parts = SimpleNamespace(world=WORLD, start_step=step, resumed_from=resumed)
-    return Session(config, parts, tmp_path, "test", {}, save), saved
+    s = Session(
+        config, tmp_path, "test", {}, world=WORLD, save=save, start=step, resumed_from=resumed
+    )
+    return s, saved
 
 
 def run(session: Session, steps: range, commands: dict[int, str] | None = None) -> int:

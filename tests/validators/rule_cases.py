@@ -4,7 +4,7 @@
     for case in load_cases():
         problems = run_case(case)   # [] when the code does what the case says
 
-This module needs neither pytest nor, until a case runs, trainspec: scripts/parity.py loads it
+This module needs neither pytest nor, until a case runs, trainspec: the parity proof loads it
 by path and re-runs the same cases on planted copies of the code. Every import of trainspec
 happens inside `run_case`, so whichever trainspec is importable at that moment is the one
 checked. Run it as a script to check the whole table: ``python tests/validators/rule_cases.py``.

@@ -163,7 +163,7 @@ def test_the_loader_refuses_a_malformed_case(tmp_path: Path, text: str, why: str
 
 
 def test_the_loader_runs_without_pytest():
-    """scripts/parity.py loads the module by path, in a process that has no pytest."""
+    """The parity proof (tools/parity) loads the module by path, in a process without pytest."""
     module = TABLE.with_suffix(".py")
     script = (
         "import importlib.util, sys\n"

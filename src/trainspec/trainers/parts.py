@@ -28,8 +28,9 @@ from torch.optim.lr_scheduler import LRScheduler
 from trainspec.kinds import TrainerKind
 from trainspec.run_identity import identity_digest, run_identity
 
-from .ckpt.checkpointer import PROGRESS_KEY, Checkpointer, resolve_resume
+from .ckpt.checkpointer import PROGRESS_KEY, Checkpointer
 from .ckpt.hf_export import Export, hf_exporter
+from .ckpt.resume import resolve_resume
 from .core.lm import ChunkedLM
 from .core.model import build_model
 from .core.optim import StateOffload, build_optimizer, clip_gradients

@@ -1,10 +1,12 @@
-"""What both training loops do besides learning: the run directory at the start; around every
-step the metrics, console, heartbeat, garbage collection, profiling and the operator's
-commands; when to save and when to stop; the end of the run.
+"""What every loop does besides its own work (the SFT and RL trainers, the orchestrator): the
+run directory at the start; around every step the metrics, console progress, heartbeat,
+garbage collection, profiling and the operator's commands; when to save and when to stop; the
+end of the run.
 
     document = start_run(config, "sft", run_dir, world, setting="run.name", clean=config.clean)
     ...build the parts, resume...
-    session = Session(config, parts, run_dir, run_name, document, save)
+    session = Session(config, run_dir, run_name, document, world=world, save=save,
+                      start=parts.start_step, resumed_from=parts.resumed_from)
     session.start()
     while ...:
         ...one step...
@@ -12,16 +14,22 @@ commands; when to save and when to stop; the end of the run.
             break                                           # the operator asked to stop
     session.end(step)                                       # last save, plot, closing line
 
-A stop that arrives while a loop waits for input (the RL trainer waiting for rollouts) ends the
-run at that boundary: `session.stop_while_waiting(step)`. Every decision is the same on every
-rank: one rank asked is every rank asked.
+A stop that arrives while a loop waits for input (the RL trainer waiting for rollouts, the
+orchestrator waiting for weights) ends the run at that boundary: `session.stop_pending` is the
+loop's `should_stop`, then `session.stop_while_waiting(step)`. Every decision is the same on
+every rank: one rank asked is every rank asked.
+
+A piece whose table the command's config does not have is off: the orchestrator has no
+[control], [gc] or profiler settings and saves nothing (no `save`); it stops on SIGTERM or
+Ctrl-C at its next step boundary (`stop_signals`), and ends with `close()`, drawing its own
+picture. `close()` is safe to call again, so a loop can register it on an ExitStack.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -30,6 +38,7 @@ from trainspec.kinds import TrainerKind
 from .core.world import World, any_rank
 from .errors import SetupError
 from .process.guard import raise_if_interrupted
+from .process.signals import SignalFlag
 from .run.collector import GarbageCollector
 from .run.console import setup_logging
 from .run.control import Control
@@ -40,9 +49,6 @@ from .run.plot import save_plot
 from .run.profiler import Profiler
 from .run.progress import Progress
 from .run.run_dir import claim_run_dir
-
-if TYPE_CHECKING:
-    from .parts import Parts
 
 
 def start_run(
@@ -72,39 +78,67 @@ class Session:
     def __init__(
         self,
         config,
-        parts: Parts,
         run_dir: Path,
         run_name: str,
         document: dict,
-        save: Callable[[int], Path],
+        *,
+        world: World,
+        save: Callable[[int], Path] | None = None,
+        start: int | None = 0,
+        resumed_from: Path | None = None,
+        progress: bool = True,
+        stop_signals: tuple[signal.Signals, ...] = (),
     ) -> None:
-        """A session of `parts` from the step they resumed at; `save(step)` checkpoints the loop
-        (a collective)."""
-        world = self.world = parts.world
+        """A session of the loop from step `start` (the checkpoint `resumed_from`, if any; None:
+        not known yet, see `continue_from`); `save(step)` checkpoints the loop (a collective).
+        `progress` off leaves the console to another process's bar (the orchestrator under
+        `rl`); `stop_signals` ask for a stop at the next step boundary, for a config without
+        [control]."""
+        self.world = world
         self.run_dir, self.run_name = run_dir, run_name
-        self.start_step = step = parts.start_step
         self.max_steps: int | None = config.max_steps
-        self.control = Control(config.control, run_dir / "control", read_files=world.is_main)
+        control = getattr(config, "control", None)
+        self.control = Control(control, run_dir / "control", read_files=world.is_main)
+        self.signals = SignalFlag(stop_signals) if stop_signals else None
         self.monitor = Monitor(config.monitors, run_dir, run_name, document, enabled=world.is_main)
-        self.monitor.continue_from(step if parts.resumed_from is not None else None)
-        self.progress = Progress(config.max_steps, step, config.log, enabled=world.is_main)
+        self._log_cfg, self._shows_progress = config.log, world.is_main and progress
+        self.start_step = 0
+        self.progress: Progress | None = None
+        if start is not None:
+            self.continue_from(start, resumed=resumed_from is not None)
         self.heartbeat = Heartbeat(config.heartbeat)
-        self.collector = GarbageCollector(config.gc)
-        self.profiler = Profiler(config.trace_path, config.memory_profiler_path, world.device.type)
-        # [ckpt] off: no periodic saves and none at the end; asked-for ones still happen.
-        self.interval: int | None = config.ckpt.interval if config.ckpt is not None else None
-        self.save_at_end = config.ckpt is not None
+        self.collector = GarbageCollector(getattr(config, "gc", None))
+        self.profiler = Profiler(
+            getattr(config, "trace_path", None),
+            getattr(config, "memory_profiler_path", None),
+            world.device.type,
+        )
+        # [ckpt] off, or nothing to save: no periodic saves and none at the end; asked-for
+        # ones still happen.
+        saves = save is not None and config.ckpt is not None
+        self.interval: int | None = config.ckpt.interval if saves else None
+        self.save_at_end = saves
         self._save = save
-        self.last_saved: Path | None = parts.resumed_from
-        self.saved_step = step if parts.resumed_from is not None else -1
+        self.last_saved: Path | None = resumed_from
+        self.saved_step = start if resumed_from is not None and start is not None else -1
         self.stopped = False
+        self.closed = False
 
     def start(self) -> None:
         """Signal handlers on (a SIGTERM of the start-up that got lost is answered first); the
         setup's objects frozen out of the garbage collector."""
         raise_if_interrupted()
         self.control.install()
+        if self.signals is not None:
+            self.signals.install()
         self.collector.freeze_setup()
+
+    def continue_from(self, step: int, *, resumed: bool) -> None:
+        """The loop goes on from `step`: metrics an earlier attempt recorded past it are dropped
+        (all of them when the run starts from nothing), and progress counts from it."""
+        self.start_step = step
+        self.monitor.continue_from(step if resumed else None)
+        self.progress = Progress(self.max_steps, step, self._log_cfg, enabled=self._shows_progress)
 
     def log(self, step: int, metrics: dict) -> None:
         """Metrics outside a step (validation before the first one)."""
@@ -112,12 +146,16 @@ class Session:
 
     def stop_pending(self) -> bool:
         """Whether a stop waits to be answered (for a loop blocked on its input)."""
-        return self.control.stop_pending()
+        return self.control.stop_pending() or self._signalled()
+
+    def _signalled(self) -> bool:
+        return self.signals is not None and self.signals()
 
     def after_step(self, step: int, metrics: dict) -> bool:
         """Record the step that just ended, save if a checkpoint is due or asked for; True when
         the operator asked to stop (saved first under control.checkpoint_on_stop)."""
         self.monitor.log(step, metrics)
+        assert self.progress is not None, "continue_from(step) before the first step"
         self.progress.update(step, metrics)
         self.heartbeat.beat(step)
         self.collector.step(step)
@@ -136,27 +174,23 @@ class Session:
     def _answer(self, step: int, *, due: bool, when: str, stop: bool = False) -> bool:
         asked = self.control.poll(step)
         checkpoint = any_rank(asked.checkpoint, self.world)
-        stop = any_rank(asked.stop, self.world) or stop
+        stop = any_rank(asked.stop or self._signalled(), self.world) or stop
         on_stop = stop and self.control.checkpoint_on_stop
-        if (due or checkpoint or on_stop) and self.saved_step != step:
+        if (due or checkpoint or on_stop) and self.saved_step != step and self._save:
             self.last_saved, self.saved_step = self._save(step), step
         if stop:
             self.stopped = True
-            self.progress.write(f"stop requested: stopping {when}")
+            if self.progress is not None:
+                self.progress.write(f"stop requested: stopping {when}")
         return stop
 
     def end(self, step: int, report: Callable[[], str | None] | None = None) -> None:
         """Save the last step (when [ckpt] is on and the run was not stopped), close every
         piece, then on rank 0 draw loss.png and print the closing line, with `report()`."""
         if self.save_at_end and self.saved_step != step and not self.stopped:
+            assert self._save is not None
             self.last_saved, self.saved_step = self._save(step), step
-        self.control.close()
-        self.progress.close()
-        self.profiler.close()
-        self.collector.close()
-        self.heartbeat.close()
-        self.monitor.close()
-        release_run_dir(self.run_dir)
+        self.close()
         if self.world.is_main:
             plot = save_plot(self.monitor.history, self.run_dir / "loss.png", title=self.run_name)
             extra = report() if report is not None else None
@@ -166,6 +200,22 @@ class Session:
                     "(raise max_steps to train on from here)"
                 )
             print(closing_line(self.run_dir, step, self.last_saved, plot, extra), flush=True)
+
+    def close(self) -> None:
+        """Close every piece and release the run directory; a second call does nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        self.control.close()
+        if self.signals is not None:
+            self.signals.restore()
+        if self.progress is not None:
+            self.progress.close()
+        self.profiler.close()
+        self.collector.close()
+        self.heartbeat.close()
+        self.monitor.close()
+        release_run_dir(self.run_dir)
 
 
 def closing_line(

@@ -20,7 +20,8 @@ from torch import nn
 
 from trainspec.config import load
 from trainspec.trainers.ckpt import hf_export
-from trainspec.trainers.ckpt.checkpointer import Checkpointer, resolve_resume
+from trainspec.trainers.ckpt.checkpointer import Checkpointer
+from trainspec.trainers.ckpt.resume import resolve_resume
 from trainspec.trainers.core.world import World, init_world
 from trainspec.trainers.errors import SetupError
 

@@ -4,11 +4,9 @@ layers, which store their weight transposed, included), and the adapter loads ba
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from helpers.families import tiny_model
 from peft import LoraConfig, PeftModel, get_peft_model
 from safetensors.torch import load_file
 
@@ -16,9 +14,6 @@ from trainspec.config import load
 from trainspec.trainers.ckpt.hf_export import export_weights, hf_exporter
 from trainspec.trainers.core.model import apply_lora
 from trainspec.trainers.core.tokenizer import build_tokenizer
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from families import tiny_model  # noqa: E402
 
 TARGETS = {"llama": ["q_proj", "down_proj"], "gpt2": ["c_attn", "c_fc"]}
 

@@ -3,18 +3,15 @@ family supports; an impossible choice is refused at start, naming the field."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.families import save_tiny_model, tiny_config
 
 from trainspec.config import load
 from trainspec.trainers.core.model import build_model
 from trainspec.trainers.errors import SetupError
-from trainspec.trainers.preflight import model_refusals
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from families import save_tiny_model, tiny_config  # noqa: E402
+from trainspec.trainers.refusals import model_refusals
 
 
 def model_cfg(source: Path, attn: str):

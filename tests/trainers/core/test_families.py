@@ -4,11 +4,9 @@ chunked head (logit scaling, soft-capping, tied embeddings included)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from helpers.families import FAMILIES, VOCAB, tiny_model
 
 from trainspec.trainers.core.lm import (
     IGNORE_INDEX,
@@ -18,9 +16,6 @@ from trainspec.trainers.core.lm import (
     token_logprobs,
     verify_logits,
 )
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from families import FAMILIES, VOCAB, tiny_model  # noqa: E402
 
 LENGTH = 24
 

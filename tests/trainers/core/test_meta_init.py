@@ -4,20 +4,17 @@ proven end to end by the torchrun tests in sft/test_meta_init_runs.py)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.families import save_tiny_model
 
 from trainspec.config import load
 from trainspec.trainers.core.model import build_model
 from trainspec.trainers.core.parallel import shards
 from trainspec.trainers.core.world import World
 from trainspec.trainers.errors import SetupError
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from families import save_tiny_model  # noqa: E402
 
 
 def model_cfg(source: Path, **settings):

@@ -47,7 +47,7 @@ def canned_server():
     from http.server import BaseHTTPRequestHandler
     from threading import Thread
 
-    from trainspec.trainers.serve import HttpServer
+    from trainspec.trainers.orchestrator.sampling.http_server import HttpServer
 
     servers = []
 
@@ -90,12 +90,16 @@ def scripted_weights(tmp_path_factory, tokenizer) -> Path:
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from trainspec.trainers.builtin import builtin_model_dir
-    from trainspec.trainers.tasks import _stop_id
+    from trainspec.trainers.chat.tasks import template_stop_id
 
     config = AutoConfig.from_pretrained(builtin_model_dir("builtin:tiny-qwen3"))
     config.tie_word_embeddings = False
     model = AutoModelForCausalLM.from_config(config)
-    newline, x, stop = tokenizer.encode("\n")[-1], tokenizer.encode("x")[-1], _stop_id(tokenizer)
+    newline, x, stop = (
+        tokenizer.encode("\n")[-1],
+        tokenizer.encode("x")[-1],
+        template_stop_id(tokenizer),
+    )
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight.zero_()
@@ -118,7 +122,7 @@ def scripted_weights(tmp_path_factory, tokenizer) -> Path:
 @pytest.fixture(scope="module")
 def policy(scripted_weights):
     """The scripted checkpoint, loaded as the in-process sampler's policy."""
-    from trainspec.trainers.serve import load
+    from trainspec.trainers.orchestrator.sampling.model_server import load
 
     return load(str(scripted_weights), device="cpu")
 
@@ -126,7 +130,7 @@ def policy(scripted_weights):
 @pytest.fixture(scope="module")
 def player(tokenizer):
     """An EnvPlayer (verifiers episodes), closed after the module's tests."""
-    from trainspec.trainers.orchestrator.environment import EnvPlayer
+    from trainspec.trainers.orchestrator.environments.verifiers_env import EnvPlayer
 
     player = EnvPlayer(tokenizer, None, max_inflight=None)
     yield player

@@ -17,6 +17,7 @@ from trainspec.trainers.orchestrator.algorithms import (
     echo_alphas,
     echo_ce_weights,
 )
+from trainspec.trainers.orchestrator.environments.task import Prompt
 from trainspec.trainers.orchestrator.learners import (
     Hinted,
     Imitated,
@@ -24,8 +25,7 @@ from trainspec.trainers.orchestrator.learners import (
     build_learner,
     hint_messages,
 )
-from trainspec.trainers.orchestrator.sampler import Completion
-from trainspec.trainers.orchestrator.task import Prompt
+from trainspec.trainers.orchestrator.sampling.sampler import Completion
 
 torch.set_num_threads(1)
 
@@ -133,8 +133,8 @@ def test_sft_learns_every_sampled_token_by_imitation():
 
 @pytest.fixture(scope="module")
 def teacher(tiny_weights):
-    from trainspec.trainers.serve import ModelServer
-    from trainspec.trainers.serve import load as load_sampler
+    from trainspec.trainers.orchestrator.sampling.model_server import ModelServer
+    from trainspec.trainers.orchestrator.sampling.model_server import load as load_sampler
 
     out = tiny_weights(1)
     served = ModelServer(load_sampler(str(out), "cpu"), "teacher").start()
@@ -207,7 +207,7 @@ def test_a_teacher_that_is_not_up_is_refused_after_its_timeout(tokenizer):
                       Context(tokenizer))  # fmt: skip
     assert caught.value.path == "orchestrator.algo.teacher.base_url"
     assert "was not ready within wait_for_ready_timeout = 1 s" in caught.value.problem
-    assert "python -m trainspec.trainers.serve" in caught.value.fix
+    assert "python -m trainspec.trainers.orchestrator.sampling.model_server" in caught.value.fix
 
 
 def test_client_settings_a_frozen_model_cannot_use_are_refused_together(tokenizer, monkeypatch):

@@ -15,11 +15,11 @@ import torch
 
 from trainspec.config import load
 from trainspec.trainers.core.tokenizer import build_tokenizer
+from trainspec.trainers.orchestrator.environments.task import Task
 from trainspec.trainers.orchestrator.loop import run
-from trainspec.trainers.orchestrator.task import Task
-from trainspec.trainers.rl.batch import decode
-from trainspec.trainers.rl.broadcast import READY, broadcast_dir
-from trainspec.trainers.rl.transport_fs import rank_file
+from trainspec.trainers.wire.batch import decode
+from trainspec.trainers.wire.broadcast import READY, broadcast_dir
+from trainspec.trainers.wire.transport_fs import rank_file
 
 WAIT_S = 120.0
 

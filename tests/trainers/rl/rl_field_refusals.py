@@ -9,8 +9,8 @@ count as refused with it.
 
 from __future__ import annotations
 
-from field_refusals import REFUSALS as SFT_REFUSALS
-from field_refusals import _refusal_id
+from helpers.field_refusals import REFUSALS as SFT_REFUSALS
+from helpers.field_refusals import _refusal_id
 
 # The SFT rows that the shared components refuse (model_support.check_model_support, the
 # Profiler): the RL loop calls the same components, so it must refuse the same settings. The
@@ -20,7 +20,7 @@ SHARED_REFUSALS = [
 ]
 
 # The in-memory broadcasts push weights into a running inference server, which this build's
-# samplers do not have; the RL trainer refuses them everywhere (trainers/rl/broadcast.py).
+# samplers do not have; the RL trainer refuses them everywhere (trainers/wire/broadcast.py).
 IN_MEMORY_BROADCASTS = [
     (
         "weight_broadcast.type",
@@ -73,7 +73,7 @@ EVAL_SAMPLING = (
     ("extra_body", {"x": 1}),
 )
 TEACHER = {"name": "teacher", "base_url": "http://127.0.0.1:9/v1"}
-# What the orchestrator cannot do yet (trainers/orchestrator/support.py, algorithms.py), and the
+# What the orchestrator cannot do yet (trainers/orchestrator/refusals.py, algorithms.py), and the
 # renderer settings it refuses as the SFT trainer does (preflight.renderer_refusals).
 NOT_BUILT = [
     ("tasks_per_minute", {"tasks_per_minute": 60}, False),

@@ -27,16 +27,16 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from field_recorder import FieldRecorder
-from field_runs import COMPILED, TINY_MODEL, TINY_TRAINER, moe_settings, shared_tables_on
+from helpers.field_recorder import FieldRecorder
+from helpers.field_runs import COMPILED, TINY_MODEL, TINY_TRAINER, moe_settings, shared_tables_on
 from rl_support import metrics, rollout
 
 from trainspec.config import load
 from trainspec.trainers.core.world import close_world
-from trainspec.trainers.rl.batch import RolloutBatch
-from trainspec.trainers.rl.broadcast import ready_steps
-from trainspec.trainers.rl.transport import build_receiver, build_sender
-from trainspec.trainers.serve import HttpServer
+from trainspec.trainers.orchestrator.sampling.http_server import HttpServer
+from trainspec.trainers.wire.batch import RolloutBatch
+from trainspec.trainers.wire.broadcast import ready_steps
+from trainspec.trainers.wire.transport import build_receiver, build_sender
 
 TINY_RL = {
     **TINY_TRAINER,
@@ -558,20 +558,23 @@ def run_orchestrator_openai(
 
 @contextlib.contextmanager
 def served_teacher(policy: Path) -> Iterator[str]:
-    """The policy's step-2 weights served for real (trainspec.trainers.serve) as "teacher",
-    so it disagrees with the step-0 policy the runs start from; yields its base URL."""
+    """The policy's step-2 weights served for real
+    (trainspec.trainers.orchestrator.sampling.model_server) as "teacher", so it disagrees with
+    the step-0 policy the runs start from; yields its base URL."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    from trainspec.trainers.chat.tasks import template_stop_id
     from trainspec.trainers.core.tokenizer import build_tokenizer
-    from trainspec.trainers.orchestrator.sampler import LocalSampler
-    from trainspec.trainers.serve import ModelServer
-    from trainspec.trainers.tasks import _stop_id
+    from trainspec.trainers.orchestrator.sampling.local_sampler import LocalSampler
+    from trainspec.trainers.orchestrator.sampling.model_server import ModelServer
 
     config = load("orchestrator", [], TINY_ORCHESTRATOR).config
     tokenizer = build_tokenizer(config.tokenizer, config.model)
     model = AutoModelForCausalLM.from_pretrained(policy / "broadcasts" / "step_2")
-    sampler = LocalSampler(model.eval(), tokenizer, _stop_id(tokenizer), torch.device("cpu"))
+    sampler = LocalSampler(
+        model.eval(), tokenizer, template_stop_id(tokenizer), torch.device("cpu")
+    )
     server = ModelServer(sampler, "teacher").start()
     try:
         yield server.base_url

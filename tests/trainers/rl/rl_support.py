@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 
 from trainspec.config import load
-from trainspec.trainers.rl.batch import RolloutBatch, Sample, pack_samples
-from trainspec.trainers.rl.transport import build_sender
+from trainspec.trainers.wire.batch import RolloutBatch, Sample, pack_samples
+from trainspec.trainers.wire.transport import build_sender
 
 TRAINER = {
     "model.name": "builtin:tiny-qwen3",

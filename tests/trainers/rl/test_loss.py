@@ -321,8 +321,8 @@ def test_validation_does_not_import_the_custom_module(write_module, tmp_path):
 
 
 def test_imitation_loss_is_the_weighted_negative_log_likelihood():
-    from trainspec.trainers.rl.batch import RLMicroBatch
     from trainspec.trainers.rl.train import imitation_loss
+    from trainspec.trainers.wire.batch import RLMicroBatch
 
     logprobs = torch.tensor([[-0.5, -2.0, -1.0, -4.0]], requires_grad=True)
     mb = RLMicroBatch(

@@ -30,21 +30,16 @@ it the compiled trainer run (about 20 s once torch's compile cache is warm).
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 # The SFT field-coverage helpers live in tests/trainers/, which pytest puts on sys.path only
 # when it collects a test there first.
-TRAINER_TESTS = str(Path(__file__).resolve().parent.parent)
-if TRAINER_TESTS not in sys.path:
-    sys.path.insert(0, TRAINER_TESTS)
-
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from field_leaves import leaves_of  # noqa: E402
-from field_recorder import FieldRecorder  # noqa: E402
-from field_refusals import applies_here, renderer_settings  # noqa: E402
-from field_runs import heartbeat_server, isolated  # noqa: E402
+from helpers.field_leaves import leaves_of
+from helpers.field_recorder import FieldRecorder
+from helpers.field_refusals import applies_here, renderer_settings
+from helpers.field_runs import heartbeat_server, isolated
 
 pytest.register_assert_rewrite("rl_field_runs")  # its checks of each run show their values
 from rl_field_refusals import (  # noqa: E402
@@ -362,8 +357,7 @@ def test_a_prompt_renderer_setting_reaches_the_renderers_package(monkeypatch):
     from types import SimpleNamespace
 
     from trainspec.config import load
-    from trainspec.trainers.orchestrator import prompts
-    from trainspec.trainers.sft import named_renderers
+    from trainspec.trainers.chat import named_renderers, prompts
 
     built = []
 
@@ -390,8 +384,8 @@ def test_a_prompt_renderer_setting_reaches_the_renderers_package(monkeypatch):
 def test_an_opsd_renderer_setting_reaches_the_renderers_package(monkeypatch):
     """opsd renders its hint through prompts.prompt_renderer too, with its own table."""
     from trainspec.config import load
+    from trainspec.trainers.chat import named_renderers
     from trainspec.trainers.orchestrator.sources import LearnerContext
-    from trainspec.trainers.sft import named_renderers
 
     built = []
 

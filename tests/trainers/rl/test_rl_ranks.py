@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from in_process import command_in_process
+from helpers.in_process import command_in_process
 from rl_support import metrics, random_samples, trainer_config
 
-from trainspec.trainers.rl.batch import RolloutBatch, pack_samples
 from trainspec.trainers.rl.main import main as rl_trainer_main
-from trainspec.trainers.rl.transport import build_sender
+from trainspec.trainers.wire.batch import RolloutBatch, pack_samples
+from trainspec.trainers.wire.transport import build_sender
 
 STEPS = 2
 

@@ -15,10 +15,10 @@ from safetensors.torch import load_file
 
 from trainspec.trainers.ckpt import checkpointer as ckpt_module
 from trainspec.trainers.errors import SetupError, SetupErrors
-from trainspec.trainers.rl.batch import RolloutBatch, Sample, pack_samples
-from trainspec.trainers.rl.broadcast import KEEP, READY, broadcast_dir, ready_steps
 from trainspec.trainers.rl.train import train
-from trainspec.trainers.rl.transport import build_sender
+from trainspec.trainers.wire.batch import RolloutBatch, Sample, pack_samples
+from trainspec.trainers.wire.broadcast import KEEP, READY, broadcast_dir, ready_steps
+from trainspec.trainers.wire.transport import build_sender
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:
@@ -117,7 +117,7 @@ def test_trainer_log_probabilities_equal_the_samplers_on_policy(tmp_path):
     importance ratio is 1 for every token, so nothing is masked and the mismatch KL is 0."""
     from trainspec.trainers.core.model import load_hf_model
     from trainspec.trainers.core.tokenizer import build_tokenizer
-    from trainspec.trainers.orchestrator.sampler import LocalSampler
+    from trainspec.trainers.orchestrator.sampling.local_sampler import LocalSampler
 
     config = trainer_config(tmp_path, max_steps=1)
     tokenizer = build_tokenizer(config.tokenizer, config.model)

@@ -10,8 +10,8 @@ import pytest
 
 from trainspec.config import load
 from trainspec.trainers.errors import SetupError
+from trainspec.trainers.orchestrator.sampling.http_server import HttpServer
 from trainspec.trainers.run.heartbeat import Heartbeat
-from trainspec.trainers.serve import HttpServer
 
 WAIT_S = 60  # an upper bound on waiting for a thread, never a measured time
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from trainspec.config import load
+from trainspec.trainers.chat.render import render_messages, row_messages, trained_roles
 from trainspec.trainers.core.lm import IGNORE_INDEX as IGNORE
 from trainspec.trainers.core.tokenizer import build_tokenizer
 from trainspec.trainers.errors import SetupError
@@ -20,7 +21,6 @@ from trainspec.trainers.sft.data import (
     load_rows,
 )
 from trainspec.trainers.sft.packing import build_row, pack
-from trainspec.trainers.sft.render import render_messages, row_messages, trained_roles
 
 torch.set_num_threads(1)
 HEADER = 1 + len("assistant\n")  # <|im_start|> "assistant\n": one token per byte

@@ -5,18 +5,15 @@ and the exported weights load back with transformers and generate."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.families import FAMILIES, save_tiny_model
 
 from trainspec.config import load
 from trainspec.trainers.builtin import MODELS
 from trainspec.trainers.sft.train import train
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from families import FAMILIES, save_tiny_model  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sft_support import SFT, TINY, flags, sft_in_process
+from helpers.sft_support import SFT, TINY, flags, sft_in_process
 
 WAIT = 300  # seconds; generous for a busy 2-core machine
 

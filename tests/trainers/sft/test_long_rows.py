@@ -8,7 +8,7 @@ import json
 import logging
 
 import pytest
-from sft_support import metrics, tiny_config
+from helpers.sft_support import metrics, tiny_config
 
 from trainspec.config import load
 from trainspec.trainers.core.tokenizer import build_tokenizer

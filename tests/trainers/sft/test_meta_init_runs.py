@@ -8,16 +8,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from sft_support import SFT, TINY, flags, sft_in_process
+from helpers.families import save_tiny_model
+from helpers.sft_support import SFT, TINY, flags, sft_in_process
 
 from trainspec.trainers.builtin import MODELS
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from families import save_tiny_model  # noqa: E402
 
 WAIT = 480  # seconds; generous for a busy 2-core machine
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from sft_support import losses, metrics, run_dir
+from helpers.sft_support import losses, metrics, run_dir
 
 from trainspec.config import load
+from trainspec.trainers.chat.prompts import prompt_renderer
 from trainspec.trainers.errors import SetupError, SetupErrors
 from trainspec.trainers.orchestrator.evals import evaluate
-from trainspec.trainers.orchestrator.prompts import prompt_renderer
-from trainspec.trainers.orchestrator.sampler import LocalSampler
+from trainspec.trainers.orchestrator.sampling.local_sampler import LocalSampler
 from trainspec.trainers.orchestrator.sources import build_eval_sources
 from trainspec.trainers.run.plot import TRAINING_PANELS, _panels
 from trainspec.trainers.sft.train import train
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = ROOT / "tests" / "config" / "reference" / "sft"
-STAND_IN = ROOT / "tests" / "trainers" / "rl_launch" / "stand_in_vllm.py"
+STAND_IN = ROOT / "tests" / "trainers" / "rl_run" / "stand_in_vllm.py"
 RT = {"taskset": {"id": "builtin:reverse-text"}}
 # The built-in task, learnt a little: a one-layer model, eight rows a step, a high rate.
 REVERSE = {
@@ -63,7 +63,7 @@ EVAL = {
 def rows(tmp_path_factory) -> str:
     """The built-in task's first 64 train rows as a JSONL file (rendered in no time; the whole
     split takes seconds per run)."""
-    from trainspec.trainers.tasks import reverse_text
+    from trainspec.trainers.chat.tasks import reverse_text
 
     path = tmp_path_factory.mktemp("rows") / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in reverse_text.examples("train")[:64]))

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sft_support import SFT, TINY, flags, sft_in_process, sft_process
+from helpers.sft_support import SFT, TINY, flags, sft_in_process, sft_process
 
 WAIT = 240  # seconds; generous for a busy 2-core machine
 

@@ -10,13 +10,13 @@ import json
 import logging
 
 import pytest
-from sft_support import THINKING_CHAT as CONVERSATION
+from helpers.sft_support import THINKING_CHAT as CONVERSATION
 
 from trainspec.config import load
+from trainspec.trainers.chat.render import render_messages, trained_roles
 from trainspec.trainers.core.tokenizer import build_tokenizer
 from trainspec.trainers.errors import SetupError
 from trainspec.trainers.sft.data import build_sft_data
-from trainspec.trainers.sft.render import render_messages, trained_roles
 
 # Answers before the latest user message keep only their text; later ones open with their
 # reasoning in <think> tags (empty when the message has none), as Qwen3's template does.

@@ -8,8 +8,8 @@ import math
 
 import pytest
 import torch
+from helpers.sft_support import losses, metrics, run_dir, tiny_config
 from safetensors.torch import load_file
-from sft_support import losses, metrics, run_dir, tiny_config
 
 from trainspec.config import load
 from trainspec.trainers.sft.train import train

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("wandb", reason="the wandb extra: pip install -e '.[wandb]'")
 
-from sft_support import metrics, run_dir, tiny_config  # noqa: E402
+from helpers.sft_support import metrics, run_dir, tiny_config  # noqa: E402
 from wandb.proto import wandb_internal_pb2  # noqa: E402
 
 from trainspec.trainers.sft.train import train  # noqa: E402

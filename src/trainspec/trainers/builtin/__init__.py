@@ -3,7 +3,8 @@
 `model.name = "builtin:tiny-qwen3"` (and `tokenizer.name`) name a directory here: a Qwen3-style
 config.json and a byte-level tokenizer with a chat template (written by
 scripts/build_builtin.py). The weights are not shipped: they are initialised from a seed on first
-use. `data.name = "builtin:reverse-text"` names the generated task in `trainspec.trainers.tasks`.
+use. `data.name = "builtin:reverse-text"` names the generated task in
+`trainspec.trainers.chat.tasks`.
 """
 
 from __future__ import annotations

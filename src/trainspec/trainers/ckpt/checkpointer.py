@@ -1,7 +1,8 @@
-"""Checkpoints, from `[ckpt]` and `[resume]`: save the whole training state, find one, load it.
+"""Checkpoints, from `[ckpt]`: save the whole training state, find one, load it. Which one a
+run starts from (`[resume]`) is resume.py's; the model and optimizer state, trainer_state.py's.
 
     checkpointer = Checkpointer(config.ckpt, run_dir, world)
-    path = resolve_resume(config.resume, checkpointer)          # None: start fresh
+    path = resolve_resume(config.resume, checkpointer)          # resume.py; None: start fresh
     extra = checkpointer.load(path, model=..., optimizer=..., scheduler=..., ckpt_cfg=config.ckpt)
     checkpointer.save(step, model=..., optimizer=..., scheduler=..., extra=..., export=...)
 
@@ -34,7 +35,6 @@ from torch import nn
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
-    get_state_dict,
     set_model_state_dict,
     set_state_dict,
 )
@@ -46,6 +46,7 @@ from ..core.world import World, any_rank
 from ..errors import RunError, SetupError, free_bytes, io_reason, size_text
 from . import files
 from .hf_export import Export, export_weights
+from .trainer_state import check_same_model, trainer_state
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ class Checkpointer:
                 failure = exc
         self._agree(failure, step, temp, previous)
         try:  # every rank or none: torch.distributed.checkpoint reports a failure on each
-            dcp.save(_trainer_state(model, optimizer), checkpoint_id=temp / files.TRAINER_DIR)
+            dcp.save(trainer_state(model, optimizer), checkpoint_id=temp / files.TRAINER_DIR)
         except (Exception, CheckpointException) as exc:  # the latter is a BaseException
             failure = exc
         self._agree(failure, step, temp, previous)
@@ -240,10 +241,10 @@ class Checkpointer:
             skip_dataloader, skip_progress = ckpt_cfg.skip_dataloader, ckpt_cfg.skip_progress
         path = Path(path)
         trainer_dir = path / files.TRAINER_DIR
-        _check_same_model(trainer_dir, get_model_state_dict(model), path)
+        check_same_model(trainer_dir, get_model_state_dict(model), path)
         if optimizer is not None and not skip_optimizer:
             hyper = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
-            state = _trainer_state(model, optimizer)
+            state = trainer_state(model, optimizer)
             dcp.load(state, checkpoint_id=trainer_dir)
             set_state_dict(
                 model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
@@ -269,101 +270,3 @@ class Checkpointer:
         if skip_progress:
             extra.pop(PROGRESS_KEY, None)
         return extra
-
-
-def _check_same_model(trainer_dir: Path, model_state: dict[str, Any], path: Path) -> None:
-    """Refuse a checkpoint written by another model: torch.distributed.checkpoint loads only the
-    tensors the model asks for and would take a deeper model's first layers without a word."""
-    saved = {
-        key.removeprefix("model."): tuple(meta.size)
-        for key, meta in dcp.FileSystemReader(trainer_dir)
-        .read_metadata()
-        .state_dict_metadata.items()
-        if key.startswith("model.") and hasattr(meta, "size")
-    }
-    wanted = {key: tuple(tensor.shape) for key, tensor in model_state.items()}
-    extra = sorted(set(saved) - set(wanted))
-    missing = sorted(set(wanted) - set(saved))
-    resized = sorted(k for k in set(saved) & set(wanted) if saved[k] != wanted[k])
-    if not (extra or missing or resized):
-        return
-    found = []
-    if extra:
-        found.append(f"{len(extra)} tensors this model lacks ({extra[0]}, ...)")
-    if missing:
-        found.append(f"none of {len(missing)} tensors this model has ({missing[0]}, ...)")
-    if resized:
-        key = resized[0]
-        found.append(f"{len(resized)} of another shape ({key}: {saved[key]}, here {wanted[key]})")
-    raise SetupError(
-        "resume",
-        f"{path} was written by another model: it holds {'; '.join(found)}",
-        "resume from a checkpoint of this model (model.name, model.debug, model.lora as that "
-        "run had them), or start fresh in a run directory of its own",
-    )
-
-
-def _trainer_state(model: nn.Module, optimizer: Optimizer | None) -> dict[str, Any]:
-    """Model (and optimizer) state in the form torch.distributed.checkpoint saves and loads:
-    plain tensors for one process, DTensor shards under FSDP."""
-    if optimizer is None:
-        return {"model": get_model_state_dict(model)}
-    model_state, optim_state = get_state_dict(model, optimizer)
-    return {"model": model_state, "optim": optim_state}
-
-
-def resolve_resume(resume_cfg, checkpointer: Checkpointer) -> Path | None:
-    """The checkpoint to start from: `resume.dir`, else `resume.step` of this run, else this
-    run's latest (the default); None when the run has no checkpoint yet. With resume off (null)
-    a run that has checkpoints is refused: starting over would overwrite them."""
-    if resume_cfg is None:
-        latest = checkpointer.latest()
-        if latest is None:
-            return None
-        steps = checkpointer.steps()
-        raise SetupError(
-            "resume",
-            f"is off, and {checkpointer.directory} holds this run's checkpoints (steps "
-            f"{', '.join(map(str, steps))}): starting over would overwrite them",
-            f'drop resume = "None" (--no-resume) to continue from step {steps[-1]}; or start '
-            "over deliberately: clean = true (sft), or delete the checkpoints; or give this "
-            "run its own run.name / output_dir",
-        )
-    step, other_dir = resume_cfg.step, resume_cfg.dir
-    if other_dir is not None:
-        return _checked_dir(Path(other_dir))
-    if step is not None:
-        found = checkpointer.find(step)
-        if found is None:
-            available = checkpointer.steps()
-            listing = (
-                f"available steps: {', '.join(map(str, available))}"
-                if available
-                else "it holds no complete checkpoint"
-            )
-            raise SetupError(
-                "resume.step",
-                f"no checkpoint of step {step} in {checkpointer.directory} ({listing})",
-                "pick one of the available steps, or drop resume.step to resume from the latest",
-            )
-        return found
-    return checkpointer.latest()
-
-
-def _checked_dir(path: Path) -> Path:
-    if not path.is_dir():
-        raise SetupError(
-            "resume.dir",
-            f"{path} does not exist" if not path.exists() else f"{path} is not a directory",
-            "point resume.dir at a step_<N> directory inside another run's checkpoints",
-        )
-    if not files.is_complete(path):
-        siblings = files.complete_steps(path.parent)
-        hint = f"; complete steps beside it: {', '.join(map(str, siblings))}" if siblings else ""
-        raise SetupError(
-            "resume.dir",
-            f"{path} is not a complete checkpoint (no {files.META}: its save did not finish, "
-            f"or trainspec did not write it){hint}",
-            "point resume.dir at a step_<N> directory that holds meta.json",
-        )
-    return path

@@ -26,7 +26,7 @@ from ..builtin import is_builtin
 from ..errors import SetupError
 from .hub import hub_fix, unreachable_reason
 from .lm import ChunkedLM, verify_logits
-from .sources import model_source
+from .model_source import model_source
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import SetupError
 from .hub import hub_fix, unreachable_reason
-from .sources import OFFLINE_FIX, model_source
+from .model_source import OFFLINE_FIX, model_source
 
 _PROBE = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
 

@@ -33,8 +33,8 @@ from .algorithms import (
     echo_ce_weights,
     from_config,
 )
-from .sampler import Completion, Sampler
-from .task import Prompt
+from .environments.task import Prompt
+from .sampling.sampler import Completion, Sampler
 
 log = logging.getLogger("trainspec.orchestrator")
 
@@ -168,7 +168,7 @@ class Imitated:
 def build_learner(algo, path: str, source_name: str, context) -> Learner:
     """The learner of one algo table. `context` has tokenizer, stop_id, render, max_batch and
     renderer_for(renderer_cfg) (a prompt renderer)."""
-    from .frozen import frozen_sampler
+    from .sampling.frozen import frozen_sampler
 
     # which algo may sample a frozen model is the config rule sampling_source_fits_algo's
     if algo.type == "sft":

@@ -11,6 +11,7 @@ output_dir/orchestrator/.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -21,12 +22,13 @@ from ..process.guard import run_guarded
 from ..process.malloc import tune_malloc
 
 
-def launch(config) -> int:
+def launch(config, *, progress: bool = True) -> int:
+    """Run the orchestrator; `progress` off under `rl`, whose trainer's bar has the console."""
     os.environ.update(config.env_vars)  # before the libraries that read them load
     tune_malloc()
     from .loop import run
 
-    return run_guarded("orchestrator", run, config)
+    return run_guarded("orchestrator", functools.partial(run, progress=progress), config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

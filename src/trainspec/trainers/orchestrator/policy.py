@@ -7,7 +7,7 @@
 The trainer publishes its starting weights as step 0 (or its resume step) before it trains, so
 the orchestrator's first policy is exactly the trainer's. The local sampler builds its model from
 the first broadcast directory and copies every later broadcast into it in place; a server
-sampler is told about each new directory (see sampler_openai.py).
+sampler is told about each new directory (see sampling/openai_client.py).
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from pathlib import Path
 import torch
 
 from ..errors import SetupError
-from ..rl.broadcast import broadcast_dir, ready_steps
-from .inflight import InflightLimit
-from .sampler import LocalSampler, Sampler
+from ..wire.broadcast import broadcast_dir, ready_steps
+from .sampling.inflight import InflightLimit
+from .sampling.local_sampler import LocalSampler
+from .sampling.sampler import Sampler
 
 log = logging.getLogger("trainspec.orchestrator")
 POLL_S = 0.005  # a stat() every 5 ms costs nothing next to a step
@@ -48,7 +49,7 @@ class Policy:
         self.step = -1
         self.sampler: Sampler | None = None  # set by the first weights (local) or here (server)
         if config.sampler.type == "openai":
-            from .sampler_openai import OpenAISampler
+            from .sampling.openai_client import OpenAISampler
 
             cfg = config.sampler
             self.sampler = OpenAISampler(

@@ -3,9 +3,13 @@
 sampling, with the group tables' settings filled in where the source sets none.
 
     train = train_sources(config, tokenizer, render)     # list[TrainSource], at least one
-    picks = SourcePicker(train, batch_size, seed).step(step)   # (source, position) per prompt
     evals = eval_sources(config, tokenizer, render)      # [] without [orchestrator.eval]
     evals = build_eval_sources(sft_config.eval, tokenizer, render, players=..., seed=...)
+
+A source's task is its own data and reward (environments/data_task.py), a built-in taskset
+(task.py) or a verifiers environment, played by the run's Players, on an environment server
+they start where its serve table sizes one (environments/players.py). Which source each
+step's prompts come from is pickers.py's.
 
 A source's `sampling` table is merged over the group's key by key (the keys it sets, not null,
 win), its `group_size` and `algo` default to the orchestrator's. Null means unset, so a config
@@ -17,25 +21,21 @@ source's dotted path ("orchestrator.train.source[1].curriculum").
 
 from __future__ import annotations
 
-import json
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from trainspec.validators.orchestrator import source_name
 
+from ..chat.prompts import prompt_renderer
 from ..errors import SetupError, SetupErrors, raise_all
-from .data_task import DataTask
-from .env_servers import EnvServers
-from .environment import EnvPlayer, EnvTask
+from .environments.data_task import DataTask
+from .environments.players import Players, is_environment, serve_refusals, starts_server
+from .environments.task import PromptStream, Task
+from .environments.verifiers_env import EnvTask
 from .learners import Hinted, Learner, build_learner
-from .prompts import prompt_renderer
-from .task import PromptStream, Task
 
 PREFIX = "orchestrator."
-BUILTIN_PREFIX = "builtin:"
 
 
 @dataclass
@@ -82,19 +82,6 @@ def _merged(group, own, extra_body: bool = True) -> Sampling:
     )
 
 
-def is_environment(source) -> bool:
-    """Whether a source is a verifiers environment: no data, and a taskset id not built in."""
-    taskset = source.env.get("taskset") if source.data is None else None
-    ident = taskset.get("id") if isinstance(taskset, dict) else None
-    return isinstance(ident, str) and bool(ident) and not ident.startswith(BUILTIN_PREFIX)
-
-
-def starts_server(source) -> bool:
-    """Whether the orchestrator starts an environment server for `source`: an environment
-    whose serve table sizes one and names no address of a server started elsewhere."""
-    return is_environment(source) and bool(source.serve) and source.serve.get("address") is None
-
-
 def _task(
     source, path: str, tokenizer, *, seed: int, role: str, render, players: Players, index: int
 ):
@@ -112,70 +99,6 @@ def _task(
     return Task.from_env(source.env, f"{path}.env", tokenizer, seed=seed, role=role, render=render)
 
 
-class Players:
-    """The one EnvPlayer of a run's environment sources, built when the first needs it (a run of
-    built-in tasksets never imports verifiers), and the environment servers started for them
-    (their files under `run_dir`, source i at `base_port` + i)."""
-
-    def __init__(
-        self,
-        tokenizer,
-        renderer_cfg,
-        *,
-        run_dir: Path,
-        base_port: int,
-        max_inflight: int | None,
-        inflight=None,
-    ) -> None:
-        self.tokenizer = tokenizer
-        self.renderer_cfg = renderer_cfg
-        self.run_dir = run_dir
-        self.base_port = base_port
-        self.max_inflight = max_inflight
-        self.inflight = inflight  # an InflightLimit (inflight.py): the orchestrator's cap
-        self.player: EnvPlayer | None = None
-        self.servers: EnvServers | None = None
-
-    @classmethod
-    def of(cls, config, tokenizer, inflight=None) -> Players:
-        """The orchestrator's: its renderer, concurrency (`inflight`, its cap) and
-        env_server_base_port, servers' files in <output_dir>/orchestrator."""
-        return cls(
-            tokenizer,
-            config.renderer,
-            run_dir=Path(config.output_dir) / "orchestrator",
-            base_port=config.env_server_base_port,
-            max_inflight=config.concurrency.max_inflight,
-            inflight=inflight,
-        )
-
-    def serve(self, source, path: str, *, split: str, index: int) -> str:
-        """The address of the environment server started for `source` (index i of the train
-        sources, then the eval sources)."""
-        if self.servers is None:
-            self.servers = EnvServers(self.run_dir, base_port=self.base_port)
-        name = source_name(source).replace("/", "_")
-        return self.servers.start(
-            source.env, dict(source.serve), path, split=split, index=index, name=name
-        )
-
-    def get(self) -> EnvPlayer:
-        if self.player is None:
-            self.player = EnvPlayer(
-                self.tokenizer,
-                self.renderer_cfg,
-                max_inflight=self.max_inflight,
-                inflight=self.inflight,
-            )
-        return self.player
-
-    def close(self) -> None:
-        if self.player is not None:
-            self.player.close()
-        if self.servers is not None:
-            self.servers.close()
-
-
 def _collect(errors: list[SetupError], build: Callable, *args, **kwargs) -> Any:
     """build(*args, **kwargs), or None with its refusals added to `errors`."""
     try:
@@ -185,34 +108,6 @@ def _collect(errors: list[SetupError], build: Callable, *args, **kwargs) -> Any:
     except SetupErrors as err:
         errors.extend(err.errors)
     return None
-
-
-def _not_served(source, path: str, errors: list[SetupError]) -> None:
-    """A serve table configures a verifiers environment server: one started elsewhere
-    (`address`, whose sizing is its own) or one the orchestrator starts (every other key). A
-    built-in taskset or a dataset plays in the orchestrator and has none."""
-    served = dict(source.serve)
-    if not is_environment(source):
-        for key, value in served.items():
-            errors.append(
-                SetupError(
-                    f"{path}.serve.{key}",
-                    f"= {value!r}: only a verifiers environment is served; a built-in "
-                    "taskset or a dataset plays in the orchestrator",
-                    "drop it (concurrency.max_inflight bounds the episodes in flight)",
-                )
-            )
-    elif served.get("address") is not None:
-        for key, value in served.items():
-            if key != "address":
-                errors.append(
-                    SetupError(
-                        f"{path}.serve.{key}",
-                        f"= {value!r}: serve.address names a server started elsewhere, "
-                        "which is sized where it starts",
-                        "drop it, or drop serve.address to have the orchestrator start the server",
-                    )
-                )
 
 
 @dataclass
@@ -260,7 +155,7 @@ def train_sources(
     for index, source in enumerate(config.train.source):
         path = f"{PREFIX}train.source[{index}]"
         name = source_name(source)
-        _not_served(source, path, errors)
+        errors += serve_refusals(source, path)
         if source.curriculum is not None:
             errors.append(
                 SetupError(
@@ -361,8 +256,8 @@ def build_eval_sources(
     for index, source in enumerate(group.source):
         path = f"{prefix}eval.source[{index}]"
         name = source_name(source)
-        _not_served(source, path, errors)
-        sampling = _merged(group.sampling, source.sampling, extra_body=False)  # support.py
+        errors += serve_refusals(source, path)
+        sampling = _merged(group.sampling, source.sampling, extra_body=False)  # refusals.py
         task = _collect(errors, _task, source, path, tokenizer, seed=seed, role="eval",
                         render=render, players=players, index=first_index + index)  # fmt: skip
         if task is None:
@@ -395,98 +290,3 @@ def build_eval_sources(
         )
     raise_all(errors)
     return built
-
-
-class SourcePicker:
-    """Which source each prompt of a step comes from, and which of that source's prompts it is.
-
-    Sources are picked in proportion to their ratios, one prompt (a group of the source's
-    group_size completions) at a time, until the step holds `batch_size` completions. Each
-    source walks its own seeded prompt stream, so the picks of step n are the same for the same
-    seed however the run got there: a resumed run replays the earlier steps' picks (no model
-    calls) to find its place."""
-
-    def __init__(self, sources: list[TrainSource], batch_size: int, seed: int) -> None:
-        self.sources = sources
-        self.batch_size = batch_size
-        self.seed = seed
-        self._next_step = 0
-        self._used = [0] * len(sources)  # prompts taken from each source before _next_step
-
-    def _draw(self, step: int) -> list[int]:
-        rng = random.Random(f"{self.seed}:sources:{step}")
-        weights = [s.ratio for s in self.sources]
-        picks: list[int] = []
-        total = 0
-        while total < self.batch_size:
-            index = 0 if len(self.sources) == 1 else rng.choices(range(len(weights)), weights)[0]
-            picks.append(index)
-            total += self.sources[index].group_size
-        return picks
-
-    def step(self, step: int) -> list[tuple[int, int]]:
-        """(source index, position in its prompt stream) of each of step `step`'s prompts."""
-        if step < self._next_step:
-            self._next_step, self._used = 0, [0] * len(self.sources)
-        while self._next_step < step:
-            for index in self._draw(self._next_step):
-                self._used[index] += 1
-            self._next_step += 1
-        out = []
-        for index in self._draw(step):
-            out.append((index, self._used[index]))
-            self._used[index] += 1
-        self._next_step += 1
-        return out
-
-
-class TokenPicker:
-    """The picks of a step sized by token_batch_size: sources drawn one prompt at a time (as
-    SourcePicker does) for as many prompts as the step's tokens need, which depends on the
-    completions. A resumed run cannot replay that without sampling, so every step's prompt
-    counts are written down (`picks.jsonl` in the orchestrator's directory, a line a step) and
-    a resume at step n starts from the counts after step n - 1."""
-
-    def __init__(self, sources: list[TrainSource], seed: int, record: Path, tokens: int) -> None:
-        self.sources = sources
-        self.tokens = tokens  # token_batch_size
-        self.seed = seed
-        self.record = record
-        self._used = [0] * len(sources)
-        self._rng = random.Random()
-
-    def resume(self, step: int) -> None:
-        """Continue after step `step` - 1 (step 0: a fresh record)."""
-        if step == 0:
-            self.record.unlink(missing_ok=True)
-            return
-        lines = self.record.read_text().splitlines() if self.record.exists() else []
-        counts = {entry["step"]: entry["used"] for entry in map(json.loads, lines)}
-        if step - 1 not in counts or len(counts[step - 1]) != len(self.sources):
-            raise SetupError(
-                f"{PREFIX}token_batch_size",
-                f"the run resumes at step {step}, and {self.record} does not say which prompts "
-                f"steps up to {step - 1} took (a step sized by tokens cannot be replayed)",
-                "resume in the run directory that ran those steps, with the same train sources "
-                "(or size steps by batch_size)",
-            )
-        self._used = list(counts[step - 1])
-        kept = [line for line in lines if json.loads(line)["step"] < step]
-        self.record.write_text("".join(line + "\n" for line in kept))
-
-    def start(self, step: int) -> None:
-        self._rng = random.Random(f"{self.seed}:sources:{step}")
-
-    def take(self, count: int) -> list[tuple[int, int]]:
-        """(source index, position) of `count` more prompts of the current step."""
-        weights = [s.ratio for s in self.sources]
-        out = []
-        for _ in range(count):
-            index = 0 if len(weights) == 1 else self._rng.choices(range(len(weights)), weights)[0]
-            out.append((index, self._used[index]))
-            self._used[index] += 1
-        return out
-
-    def commit(self, step: int) -> None:
-        with self.record.open("a") as file:
-            file.write(json.dumps({"step": step, "used": self._used}) + "\n")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..rl.batch import Sample
-from .sampler import Completion
-from .task import Prompt
+from ..wire.batch import Sample
+from .environments.task import Prompt
+from .sampling.sampler import Completion
 
 SEED_STRIDE = 1_000_003
 

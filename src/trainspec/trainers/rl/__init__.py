@@ -1,2 +1,10 @@
-"""The RL trainer: consumes rollouts through a transport, trains with a policy loss, and
-publishes weights back to the sampler."""
+"""The RL trainer: consumes rollouts through a transport (../wire/), trains with a policy loss,
+and publishes weights back to the sampler.
+
+    main.py          the `rl-trainer` command
+    train.py         the loop, top to bottom, on the run skeleton (../parts.py, ../session.py)
+    data.py          this rank's batches: synthetic, or the orchestrator's rollouts
+    loss.py          the policy loss of [loss]
+    refusals.py      what the RL trainer refuses at start
+    token_export.py  every trained token as JSON lines (enable_token_export)
+"""

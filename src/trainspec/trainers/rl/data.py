@@ -20,8 +20,8 @@ import torch
 
 from ..core.lm import IGNORE_INDEX
 from ..core.world import World
-from .batch import RLMicroBatch, RolloutBatch, Sample, pack_samples
-from .transport import build_receiver
+from ..wire.batch import RLMicroBatch, RolloutBatch, Sample, pack_samples
+from ..wire.transport import build_receiver
 
 FAKE_SEED = 1234
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .batch import RolloutBatch
+from ..wire.batch import RolloutBatch
 
 
 def describe_first_sample(batch: RolloutBatch, tokenizer) -> str:

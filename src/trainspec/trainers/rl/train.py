@@ -17,12 +17,12 @@ from ..ckpt.checkpointer import PROGRESS_KEY
 from ..core.lm import token_logprobs
 from ..core.world import all_reduce_max, all_reduce_sum, any_rank, close_world, init_world
 from ..parts import Parts
-from ..preflight import check_rl_trainer
 from ..session import Session, start_run
-from .batch import RolloutBatch
-from .broadcast import build_broadcast
+from ..wire.batch import RolloutBatch
+from ..wire.broadcast import build_broadcast
 from .data import build_rollout_source
 from .loss import LossInputs, build_loss
+from .refusals import check_rl_trainer
 from .token_export import TokenExport, describe_first_sample
 
 log = logging.getLogger("trainspec.rl")
@@ -101,7 +101,10 @@ def train(config) -> int:
         source.commit(at_step)  # rollouts before this step are no longer needed
         return path
 
-    session = Session(config, parts, run_dir, run_dir.name, document, save)
+    session = Session(
+        config, run_dir, run_dir.name, document, world=world, save=save,
+        start=parts.start_step, resumed_from=parts.resumed_from,
+    )  # fmt: skip
     session.start()
     start_step = step
     parts.model.train()

@@ -21,12 +21,12 @@ def main(argv: list[str]) -> int:
     with open(path) as handle:
         document = json.load(handle)
     if side == "trainer":
-        from ..rl.main import launch
+        from ..rl.main import launch as launch_trainer
 
-        return launch(validate("rl", document).config)
-    from ..orchestrator.main import launch
+        return launch_trainer(validate("rl", document).config)
+    from ..orchestrator.main import launch as launch_orchestrator
 
-    return launch(validate("orchestrator", document).config)
+    return launch_orchestrator(validate("orchestrator", document).config, progress=False)
 
 
 if __name__ == "__main__":

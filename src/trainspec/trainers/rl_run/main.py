@@ -28,20 +28,16 @@ from pathlib import Path
 from trainspec.cli.entrypoint import run_entrypoint
 from trainspec.config import dump_json
 
-from ..core.sources import model_source
+from ..core.model_source import model_source
 from ..errors import SetupError, SetupErrors
 from ..process.signals import SignalFlag
 from ..run.lock import INHERITED, lock_run_dir
-from .inference import (
-    RELOAD_PATH,
-    InferencePlan,
-    InferenceServer,
-    trainer_gpus,
-    visible_gpus,
-    vllm_plan,
-)
+from ..serving.gpus import trainer_gpus, visible_gpus
+from ..serving.inference_server import InferenceServer
+from ..serving.vllm_plan import InferencePlan, served, vllm_plan
+from ..wire.broadcast import stale_dirs
+from .refusals import check_launch, say_inference, serves_inference
 from .summary import summarize
-from .support import check_launch, say_inference, serves_inference
 
 POLL_S = 0.2
 FINAL_EVAL_S = 600.0  # how long the orchestrator may take after the trainer's last step
@@ -93,26 +89,6 @@ def _exit_text(code: int) -> str:
     if code < 0:
         return f"was killed by {signal.Signals(-code).name} (its last output is above)"
     return f"failed with exit code {code} (its message is above)"
-
-
-def served(config, plan: InferencePlan):
-    """The config with the orchestrator sampling from the server `rl` starts, and the trainer
-    on the GPUs after the server's."""
-    sampler = config.orchestrator.sampler
-    if sampler.type != "local":
-        raise SetupError(
-            "orchestrator.sampler.type",
-            f"= {sampler.type!r}: with [inference] rl starts the server the orchestrator "
-            "samples from",
-            "drop [orchestrator.sampler], or drop [inference] to use your own server",
-        )
-    from trainspec.generated.orchestrator import OpenAISamplerConfig
-
-    openai = OpenAISamplerConfig(
-        type="openai", base_url=plan.base_url, model=plan.served_name, reload_path=RELOAD_PATH
-    )
-    orchestrator = config.orchestrator.model_copy(update={"sampler": openai})
-    return config.model_copy(update={"orchestrator": orchestrator})
 
 
 def trainer_devices(config) -> dict[str, str]:
@@ -174,7 +150,7 @@ def supervise(
 
 def launch(config) -> int:
     if config.slurm is not None:  # submitted to SLURM instead (trainers/slurm/)
-        from ..slurm.submit import submit_rl
+        from .slurm_job import submit_rl
 
         return submit_rl(config)
     run_dir = Path(config.trainer.output_dir)  # output_dir, or output_dir/run.dir
@@ -217,7 +193,6 @@ def launch(config) -> int:
     orchestrator = subprocess.Popen(
         [sys.executable, *CHILD, "orchestrator", str(paths["orchestrator"])],
         start_new_session=True,
-        env={**os.environ, "TRAINSPEC_RL_SIDE": "orchestrator"},
     )
     trainer = subprocess.Popen(
         trainer_command(config, paths["trainer"]),
@@ -235,14 +210,6 @@ def launch(config) -> int:
     if code == 0:  # a failure was said above; its figures would read as a result
         print(summarize(run_dir, stopped=stop()), flush=True)
     return code
-
-
-def stale_dirs(run_dir: Path) -> list[Path]:
-    """What clean = true deletes before a start: the batches and weight broadcasts of an
-    earlier run (checkpoints stay)."""
-    from ..rl.broadcast import BROADCAST_DIR
-
-    return [run_dir / "rollouts", run_dir / BROADCAST_DIR]
 
 
 def write_configs(config, run_dir: Path) -> dict[str, Path]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..orchestrator.report import (
+from ..orchestrator.rl_plot import (
     ORCHESTRATOR_METRICS,
     TRAINER_METRICS,
     held_out,

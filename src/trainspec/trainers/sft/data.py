@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import torch
 
+from ..chat.named_renderers import NamedRendering, uses_named_renderer
+from ..chat.render import Renderer, describe_sample, raise_first_error
+from ..chat.row_sources import OFFLINE_FIX, load_rows
 from ..core.lm import IGNORE_INDEX
 from ..errors import SetupError
-from ..preflight import batch_split
-from .named_renderers import NamedRendering, uses_named_renderer
+from ..refusals import batch_split
 from .packing import FakeStream, PackedStream, Row, empty_row
-from .render import Renderer, describe_sample, raise_first_error
-from .sources import OFFLINE_FIX, load_rows
 
 __all__ = ["MicroBatch", "build_sft_data", "build_val_batches", "describe_sample", "load_rows"]
 

@@ -4,14 +4,14 @@
     ...train, its rank 0 evaluating through the server (online_evals.Served)...
     server.stop()
 
-The server is the one `rl` starts (rl_run/inference.py): `vllm serve <model.name>` on the first
-`deployment.num_infer_gpus` GPUs, on `inference.server.port`, with the `[inference.vllm]`
-settings as flags and trainspec's weight-update worker extension. `sft` waits for it
-(`eval.client.wait_for_ready_timeout`), checks that it serves model.name (unless
-`eval.client.skip_model_check`), and tells the trainer where it is (online_evals.SERVER_ENV,
-eval.client.base_url); the trainer takes the GPUs after the server's, or shares them on a
-machine with fewer. The server's output goes to `<run dir>/logs/inference.log`; it is stopped
-when training ends, however it ends.
+The server is the one `rl` starts (serving/vllm_plan.py, serving/inference_server.py): `vllm
+serve <model.name>` on the first `deployment.num_infer_gpus` GPUs, on `inference.server.port`,
+with the `[inference.vllm]` settings as flags and trainspec's weight-update worker extension.
+`sft` waits for it (`eval.client.wait_for_ready_timeout`), checks that it serves model.name
+(unless `eval.client.skip_model_check`), and tells the trainer where it is
+(online_evals.SERVER_ENV, eval.client.base_url); the trainer takes the GPUs after the server's,
+or shares them on a machine with fewer. The server's output goes to
+`<run dir>/logs/inference.log`; it is stopped when training ends, however it ends.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import sys
 from pathlib import Path
 
 from ..errors import SetupError
-from ..rl_run.inference import InferenceServer, server_plan, trainer_gpus, visible_gpus
+from ..serving.gpus import trainer_gpus, visible_gpus
+from ..serving.inference_server import InferenceServer
+from ..serving.vllm_plan import server_plan
 from .online_evals import SERVER_ENV
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..chat.tasks import BUILTIN_DATASETS, evaluate_exact_match
 from ..core.world import World
-from ..tasks import BUILTIN_DATASETS, evaluate_exact_match
 
 HELD_OUT = 200
 

@@ -23,42 +23,10 @@ from trainspec.cli.entrypoint import run_entrypoint
 from trainspec.config import dump_json
 
 from ..process.malloc import tune_malloc
+from .deployment import processes, reserved_for_inference
 
 # What makes CPU training fast on a shared machine, set before torch loads (env_vars win).
 CPU_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
-
-
-def processes(deployment) -> tuple[int, int]:
-    """(nodes, processes per node) the deployment asks for."""
-    if deployment.type == "multi_node":
-        return deployment.num_train_nodes, deployment.gpus_per_node
-    return 1, deployment.num_train_gpus
-
-
-def reserved_for_inference(config) -> str:
-    """What a deployment that sets num_infer_gpus (nodes) leaves free for an inference server
-    when sft starts none (no [inference]); nothing is said of the default value."""
-    from trainspec.generated.deployment import (
-        MultiNodeDeploymentConfig,
-        SingleNodeDeploymentConfig,
-    )
-
-    deployment = config.deployment
-    if config.inference is not None:
-        return ""
-    if deployment.type == "multi_node":
-        count, unit, field = deployment.num_infer_nodes, "node", "num_infer_nodes"
-        default = MultiNodeDeploymentConfig.model_fields[field].default
-    else:
-        count, unit, field = deployment.num_infer_gpus, "GPU", "num_infer_gpus"
-        default = SingleNodeDeploymentConfig.model_fields[field].default
-    if not count or count == default:
-        return ""  # a config read back from JSON (a SLURM job's) has every field written
-    return (
-        f"deployment reserves {count} {unit}(s) for an inference server "
-        f"(num_infer_{unit.lower()}s); sft trains on the others and starts no server (it "
-        "starts one for the online evals with [eval] and [inference])"
-    )
 
 
 def apply_env(env_vars) -> None:
@@ -101,7 +69,7 @@ def launch(config) -> int:
     [slurm], submit the run to SLURM instead (trainers/slurm/); with [eval] + [inference] on a
     GPU machine, start the evals' server first (eval_server.py)."""
     if config.slurm is not None:
-        from ..slurm.submit import submit_sft
+        from .slurm_job import submit_sft
 
         return submit_sft(config)
     apply_env(config.env_vars)
@@ -127,9 +95,9 @@ def launch(config) -> int:
     import torch
 
     from ..errors import SetupError, SetupErrors
-    from ..preflight import check_sft
     from ..run.lock import INHERITED, lock_run_dir
     from .online_evals import SERVER_ENV
+    from .refusals import check_sft
 
     if served:  # the evals run on the server started below: judge the config as they will
         os.environ[SERVER_ENV] = config.eval.client.base_url

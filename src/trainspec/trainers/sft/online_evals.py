@@ -44,12 +44,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..chat.prompts import prompt_renderer
 from ..core.world import World, any_rank
 from ..errors import RunError, SetupError, SetupErrors
+from ..orchestrator.environments.players import Players
 from ..orchestrator.evals import run_evals
-from ..orchestrator.prompts import prompt_renderer
-from ..orchestrator.sources import EvalSource, Players, build_eval_sources
-from ..rl.broadcast import FileSystemBroadcast, broadcast_dir
+from ..orchestrator.sources import EvalSource, build_eval_sources
+from ..wire.broadcast import FileSystemBroadcast, broadcast_dir
 
 log = logging.getLogger("trainspec.sft")
 # Set by the sft launcher when it started [inference]'s server (eval_server.py): its base URL.
@@ -82,7 +83,7 @@ class InPlace(EvalPolicy):
     """The training model itself (one CPU process holds it whole): no copy, nothing to load."""
 
     def __init__(self, lm, tokenizer, stop_id: int, device, max_batch: int | None) -> None:
-        from ..orchestrator.sampler import LocalSampler
+        from ..orchestrator.sampling.local_sampler import LocalSampler
 
         self.sampler = LocalSampler(lm, tokenizer, stop_id, device, max_batch=max_batch)
         self.where = "in this process, on the training model's own weights"
@@ -105,7 +106,7 @@ class FromBroadcast(EvalPolicy):
         if self.sampler is None:
             from transformers import AutoModelForCausalLM
 
-            from ..orchestrator.sampler import LocalSampler
+            from ..orchestrator.sampling.local_sampler import LocalSampler
 
             model = AutoModelForCausalLM.from_pretrained(str(weights), dtype="auto")
             model.to(self.world.device).eval()  # type: ignore[arg-type]  # as policy.py does
@@ -135,7 +136,7 @@ class Served(EvalPolicy):
 
 def _server_sampler(config, tokenizer, stop_id: int):
     """The OpenAI-compatible client of the evals' server, from [eval.client]."""
-    from ..orchestrator.sampler_openai import RPC_PATH, OpenAISampler
+    from ..orchestrator.sampling.openai_client import RPC_PATH, OpenAISampler
 
     client = config.eval.client
     headers = dict(client.headers)

@@ -21,11 +21,11 @@ from ..core.lm import summed_loss
 from ..core.world import World, all_reduce_sum, close_world, init_world
 from ..errors import RunError
 from ..parts import Parts
-from ..preflight import check_sft
 from ..session import Session, start_run
 from .data import MicroBatch, build_sft_data, build_val_batches, describe_sample
 from .held_out import held_out_report
 from .online_evals import OnlineEvals
+from .refusals import check_sft
 
 log = logging.getLogger("trainspec.sft")
 
@@ -108,7 +108,10 @@ def train(config) -> int:
         progress = {"step": at_step, "tokens": tokens_seen}
         return parts.save(at_step, {DATA_KEY: data.state_dict(), PROGRESS_KEY: progress})
 
-    session = Session(config, parts, run_dir, config.run.name, document, save)
+    session = Session(
+        config, run_dir, config.run.name, document, world=world, save=save,
+        start=parts.start_step, resumed_from=parts.resumed_from,
+    )  # fmt: skip
     if val is not None and config.val.eval_on_start and step == 0:
         session.log(0, {"val_loss": validate(parts.model, val, world)})
     if evals is not None and (scores := evals.at_start(step)):

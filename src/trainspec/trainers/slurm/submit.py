@@ -32,11 +32,10 @@ from typing import Any
 from trainspec.config import dump_json
 
 from ..errors import SetupError, SetupErrors
+from .refusals import slurm_refusals
 from .render import check_syntax, render
 
 JOB_MODULE = "trainspec.trainers.slurm.job"
-# [slurm] values that become `#SBATCH --option=value` lines, which take one word each.
-SBATCH_WORDS = ("job_name", "partition", "nodelist", "exclude", "account", "time")
 
 
 @dataclass
@@ -80,40 +79,6 @@ def partition_gpus(partition: str) -> bool | None:
     return any("gpu" in line for line in lines)
 
 
-def slurm_refusals(slurm) -> list[SetupError]:
-    refusals = []
-    if not slurm.shared_fs:
-        refusals.append(
-            SetupError(
-                "slurm.shared_fs",
-                "= false: trainspec installs nothing on the nodes; the job runs the Python "
-                "environment this command runs in, reads its configs from the run directory, "
-                "and multi-node rl passes weights and batches through it",
-                "put the project and output_dir on a filesystem every node mounts, and drop "
-                "shared_fs",
-            )
-        )
-    for key in SBATCH_WORDS:
-        value = getattr(slurm, key)
-        if value is not None and (not value or any(c.isspace() for c in value)):
-            refusals.append(
-                SetupError(
-                    f"slurm.{key}",
-                    f"= {value!r}: it becomes one `#SBATCH --{key.replace('_', '-')}=` word",
-                    "give it without spaces",
-                )
-            )
-    if slurm.template_path is not None and not Path(slurm.template_path).is_file():
-        refusals.append(
-            SetupError(
-                "slurm.template_path",
-                f"= {slurm.template_path!r}: no such file (from {Path.cwd()})",
-                "give the path of your Jinja template, or drop it to use the bundled one",
-            )
-        )
-    return refusals
-
-
 def project_dir(slurm) -> Path:
     """Where the job starts; the config's relative paths (output_dir, data files, ...) are
     taken from there, on this side too."""
@@ -126,46 +91,6 @@ def job_config(config, **changes) -> str:
 
 
 # -- sft --------------------------------------------------------------------------------------
-
-
-def sft_job(config) -> Job:
-    from ..sft.main import processes
-
-    run_dir = (project_dir(config.slurm) / config.output_dir / config.run.dir).resolve()
-    nodes, per_node = processes(config.deployment)
-    multi = config.deployment.type == "multi_node"
-    config_path = run_dir / "configs" / "sft.json"
-    # clean = true empties the run directory at submission (below): the job must not empty it
-    # again, taking this script and its own logs with it.
-    configs = {config_path: job_config(config, clean=False)}
-    job = Job(
-        kind="sft",
-        run_dir=run_dir,
-        bundled="multi_node_sft.sbatch.j2" if multi else "single_node_sft.sbatch.j2",
-        nodes=nodes,
-        gpus_per_node=config.deployment.gpus_per_node,
-        context={"config": str(config_path), "procs_per_node": per_node},
-        configs=configs,
-        logs=[f"trainer/node_<r>.log (node r of {nodes})"] if multi else ["trainer.log"],
-    )
-    if multi and config.deployment.num_infer_nodes:
-        job.notes.append(
-            f"deployment.num_infer_nodes = {config.deployment.num_infer_nodes} reserves nodes "
-            "for an inference server, which sft starts none of: the job asks for the "
-            f"{nodes} trainer node(s)"
-        )
-    return job
-
-
-def submit_sft(config) -> int:
-    """`sft` with [slurm]: submit (or with dry_run, write) the job; the exit code."""
-    gpus = partition_gpus(config.slurm.partition)
-    try:
-        job = sft_job(config)
-    except (SetupError, SetupErrors) as err:
-        return _cannot(config, "sft", err)
-    clean = config.clean and not config.dry_run
-    return finish(config, job, gpus, before_submit=(lambda: empty_run_dir(job)) if clean else None)
 
 
 def empty_run_dir(job: Job) -> None:
@@ -182,133 +107,6 @@ def empty_run_dir(job: Job) -> None:
 
 
 # -- rl ---------------------------------------------------------------------------------------
-
-
-def rl_job(config, gpus: bool | None) -> Job:
-    from ..rl_run.support import check_launch
-
-    slurm = config.slurm
-    dep = config.deployment
-    run_dir = (project_dir(slurm) / config.trainer.output_dir).resolve()
-    nodes_have_gpus = gpus is not False
-    where = f"the nodes of partition {slurm.partition!r}"
-    refusals: list[SetupError] = []
-    try:
-        check_launch(config, gpus=nodes_have_gpus, where=where)
-    except SetupErrors as err:
-        refusals += err.errors
-    except SetupError as err:
-        refusals.append(err)
-    notes = []
-    if config.inference is not None and not nodes_have_gpus:
-        notes.append(
-            f"[inference] asks for a vLLM server; {where} declare no GPU, so the orchestrator "
-            "samples in process instead"
-        )
-    if dep.type == "single_node":
-        config_path = run_dir / "configs" / "rl.json"
-        return Job(
-            kind="rl",
-            run_dir=run_dir,
-            bundled="single_node_rl.sbatch.j2",
-            nodes=1,
-            gpus_per_node=dep.gpus_per_node,
-            context={"config": str(config_path)},
-            configs={config_path: job_config(config)},
-            logs=["rl.log"],
-            refusals=refusals,
-            notes=notes,
-        )
-    return rl_multi_node_job(config, run_dir, nodes_have_gpus, refusals, notes)
-
-
-def rl_multi_node_job(
-    config, run_dir: Path, gpus: bool, refusals: list[SetupError], notes: list[str]
-) -> Job:
-    from ..rl_run.inference import vllm_plan
-    from ..rl_run.main import served, stale_dirs
-
-    dep = config.deployment
-    infer_nodes = dep.num_infer_nodes * dep.num_infer_replicas
-    if infer_nodes > 1:
-        refusals.append(
-            SetupError(
-                "deployment.num_infer_nodes",
-                f"x num_infer_replicas = {infer_nodes} inference nodes: several engines need a "
-                "router in front of them, which this build does not start",
-                "use num_infer_nodes = 1 and num_infer_replicas = 1 (one engine on the GPUs of "
-                "one node)",
-            )
-        )
-    inference = None
-    if config.inference is not None and gpus:
-        try:
-            plan = vllm_plan(config, run_dir)
-            config = served(config, plan)
-            port = config.inference.server.port
-            inference = {"argv": plan.argv, "env": dict(plan.env), "port": port}
-            notes += [f"[inference]: {note}" for note in plan.notes]
-        except SetupErrors as err:
-            refusals += err.errors
-        except SetupError as err:
-            refusals.append(err)
-    if infer_nodes == 0:
-        orchestrator_node, orchestrator_where = None, ""
-    elif dep.orchestrator_on_inference:
-        orchestrator_node, orchestrator_where = infer_nodes - 1, "the last inference node"
-    else:
-        orchestrator_node, orchestrator_where = infer_nodes, "the first trainer node"
-    paths = {side: run_dir / f"rl-{side}.json" for side in ("trainer", "orchestrator")}
-    configs = {path: dump_json(getattr(config, side)) + "\n" for side, path in paths.items()}
-    if orchestrator_node is None:
-        del configs[paths["orchestrator"]]
-    logs = [f"trainer/node_<r>.log (nodes {infer_nodes}..{infer_nodes + dep.num_train_nodes - 1})"]
-    if orchestrator_node is not None:
-        logs.append(f"orchestrator.log (node {orchestrator_node})")
-    if inference is not None:
-        logs.append("inference/node_<r>.log")
-    clean = [str(path) for path in stale_dirs(run_dir)] if config.clean else []
-    return Job(
-        kind="rl",
-        run_dir=run_dir,
-        bundled="multi_node_rl.sbatch.j2",
-        nodes=infer_nodes + dep.num_train_nodes,
-        gpus_per_node=dep.gpus_per_node,
-        context={
-            "num_infer_nodes": infer_nodes,
-            "num_train_nodes": dep.num_train_nodes,
-            "procs_per_node": dep.gpus_per_node,
-            "orchestrator_node": orchestrator_node,
-            "orchestrator_where": orchestrator_where,
-            "trainer_config": str(paths["trainer"]),
-            "orchestrator_config": str(paths["orchestrator"]),
-            "zmq": config.trainer.rollout_transport.type == "zmq",
-            "inference": inference,
-            "no_inference_why": (
-                "no [inference]"
-                if config.inference is None
-                else "no GPU"
-                if not gpus
-                else "its [inference] settings were refused"
-            ),
-            "env": dict(config.env_vars),
-            "clean": clean,
-        },
-        configs=configs,
-        logs=logs,
-        refusals=refusals,
-        notes=notes,
-    )
-
-
-def submit_rl(config) -> int:
-    """`rl` with [slurm]: submit (or with dry_run, write) the job; the exit code."""
-    gpus = partition_gpus(config.slurm.partition)
-    try:
-        job = rl_job(config, gpus)
-    except (SetupError, SetupErrors) as err:
-        return _cannot(config, "rl", err)
-    return finish(config, job, gpus)
 
 
 # -- both -------------------------------------------------------------------------------------
@@ -355,7 +153,7 @@ def finish(config, job: Job, gpus: bool | None, before_submit=None) -> int:
         text = render(template_path, job.bundled, context)
         check_syntax(text, str(template_path or job.bundled))
     except SetupError as err:
-        return _cannot(config, kind, err)
+        return cannot(config, kind, err)
     if gpus is None:
         job.notes.append(
             f"SLURM could not be asked here whether partition {slurm.partition!r} has GPUs "
@@ -377,10 +175,10 @@ def finish(config, job: Job, gpus: bool | None, before_submit=None) -> int:
         print(f"sbatch {script}", flush=True)
         return 0
     if job.refusals:
-        return _cannot(config, kind, SetupErrors(job.refusals))
+        return cannot(config, kind, SetupErrors(job.refusals))
     sbatch = shutil.which("sbatch")
     if sbatch is None:
-        return _cannot(
+        return cannot(
             config,
             kind,
             SetupError(
@@ -393,7 +191,7 @@ def finish(config, job: Job, gpus: bool | None, before_submit=None) -> int:
         if before_submit is not None:
             before_submit()
     except SetupError as err:
-        return _cannot(config, kind, err)
+        return cannot(config, kind, err)
     write_files(job, script, text)
     result = subprocess.run(
         [sbatch, "--parsable", str(script)], capture_output=True, text=True, timeout=300
@@ -431,7 +229,7 @@ def _rendered(errors: list[SetupError]) -> str:
     return "\n".join(err.render() for err in errors)
 
 
-def _cannot(config, kind: str, err: SetupError | SetupErrors) -> int:
+def cannot(config, kind: str, err: SetupError | SetupErrors) -> int:
     sys.stderr.write(f"{kind}: cannot {'write' if config.dry_run else 'submit'} the job\n")
     sys.stderr.write(err.render() + "\n")
     return 1

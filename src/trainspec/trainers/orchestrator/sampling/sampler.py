@@ -1,0 +1,103 @@
+"""What the orchestrator samples through: the `Sampler` protocol, the `Completion` it returns
+(token ids with the sampler's log-probability of each), and `CausalLM`, what the in-process
+sampler needs of its model.
+
+    groups = sampler.sample(prompts, n=8, temperature=1.0, max_tokens=64, seed=step)
+    groups[i][j].token_ids, groups[i][j].logprobs   # the j-th completion of prompt i
+    ids, finished = truncate_at_stop(generated, stop_id)
+
+The RL loss compares the trainer's log-probabilities with the sampler's, so a log-probability
+here is the one the token was actually drawn with: log softmax(logits / temperature) of the
+model's raw logits, with no top-k, top-p or other processor changing the distribution.
+
+Two samplers share the protocol: `LocalSampler` (local_sampler.py) runs transformers' `generate`
+in this process (the embedded default, fine for small models and CPU runs) and `OpenAISampler`
+(openai_client.py) asks any OpenAI-compatible server such as vLLM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass
+class Completion:
+    """One sampled continuation of a prompt. An environment's episode
+    (environments/verifiers_env.py) fills the rest: its own prompt's ids, which completion tokens
+    the model sampled (the others are the environment's messages between turns), and its (role,
+    tokens, generated) segments."""
+
+    token_ids: list[int]  # generated ids, including the stop token if one was generated
+    logprobs: list[float]  # the sampler's log-probability of each generated id (same length)
+    text: str  # decoded without special tokens
+    finished: bool  # ended on the stop token (not cut by max_tokens)
+    prompt_ids: list[int] | None = None  # None: the prompt's own ids
+    mask: list[bool] | None = None  # per token, sampled by the model; None: every one
+    segments: list[tuple[str, int, bool]] | None = None  # None: one reply of the assistant
+    agent: str = "agent"  # the role that wrote it (a multi-agent environment has several)
+    turns: int = 1
+
+    def prompt_of(self, prompt_ids: list[int]) -> list[int]:
+        return self.prompt_ids if self.prompt_ids is not None else prompt_ids
+
+    def sampled(self, values: list[float]) -> list[float]:
+        """`values` (one per token) with 0 at the tokens the model did not sample."""
+        if self.mask is None:
+            return values
+        return [v if m else 0.0 for v, m in zip(values, self.mask, strict=True)]
+
+    def at_sampled(self, values: list[float]) -> list[float]:
+        """`values` (one per token) at the tokens the model sampled only."""
+        if self.mask is None:
+            return values
+        return [v for v, m in zip(values, self.mask, strict=True) if m]
+
+
+class Sampler(Protocol):
+    def sample(
+        self, prompts: list[list[int]], n: int, *, temperature: float, max_tokens: int, seed: int
+    ) -> list[list[Completion]]:
+        """`n` completions of every prompt, grouped per prompt in the prompts' order."""
+        ...
+
+    def greedy(self, prompts: list[list[int]], *, max_tokens: int) -> list[Completion]:
+        """The argmax continuation of every prompt; log-probabilities at temperature 1."""
+        ...
+
+    def score(
+        self, prompts: list[list[int]], completions: list[list[int]], *, temperature: float
+    ) -> list[list[float]]:
+        """Each completion's token log-probabilities after its prompt, log softmax(logits /
+        temperature): the model's view of tokens it did not necessarily sample (distillation)."""
+        ...
+
+    def load_weights(self, weights_dir: Path) -> None:
+        """From now on, sample from the weights in `weights_dir` (HF safetensors)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def truncate_at_stop(ids: list[int], stop_id: int) -> tuple[list[int], bool]:
+    """`ids` up to and including the first stop token, and whether there was one."""
+    if stop_id in ids:
+        return ids[: ids.index(stop_id) + 1], True
+    return ids, False
+
+
+class CausalLM(Protocol):
+    """What `LocalSampler` needs of its model: a torch module with transformers' `generate`,
+    such as AutoModelForCausalLM builds."""
+
+    training: bool
+    generation_config: Any
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def eval(self) -> Any: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any: ...

@@ -1,0 +1,70 @@
+"""serving/server_process.py on real processes: a server's whole process group is stopped (the
+children it started too), one that ignores SIGTERM is killed after the grace period, every
+process is reaped, and its log's end is readable."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from trainspec.trainers.serving.server_process import ServerProcess, stop_all
+
+# A "server" that starts a child of its own, says both pids, and waits; with IGNORE it
+# outlives SIGTERM (its child too), as a hung server does.
+PROGRAM = """
+import os, signal, subprocess, sys, time
+if sys.argv[1] == "ignore":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import signal, time, sys;"
+    + ("signal.signal(signal.SIGTERM, signal.SIG_IGN);" if sys.argv[1] == "ignore" else "")
+    + "time.sleep(600)"])
+print(os.getpid(), child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def started(tmp_path: Path, name: str, mode: str) -> tuple[ServerProcess, int]:
+    server = ServerProcess([sys.executable, "-c", PROGRAM, mode], tmp_path / f"{name}.log")
+    server.start()
+    deadline = time.monotonic() + 60
+    while not server.log_tail() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid, child = map(int, server.log_tail()[-1].split())
+    assert pid == server.process.pid and server.poll() is None
+    return server, child
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie (exited, not yet reaped) is not alive
+        return stat.read().split(") ")[-1][0] != "Z"
+
+
+def test_stop_all_ends_each_group_with_its_children_and_reaps_it(tmp_path):
+    polite, polite_child = started(tmp_path, "polite", "exit")
+    stubborn, stubborn_child = started(tmp_path, "stubborn", "ignore")
+    begun = time.monotonic()
+    stop_all([polite, stubborn], grace_s=3.0)
+    took = time.monotonic() - begun
+    assert polite.process.returncode == -15  # SIGTERM
+    assert stubborn.process.returncode == -9  # SIGKILL, once the grace period was over
+    assert took >= 3.0  # killed only once the grace period was over
+    deadline = time.monotonic() + 30
+    while (alive(polite_child) or alive(stubborn_child)) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the children are init's to reap once their group is signalled
+    assert not alive(polite_child) and not alive(stubborn_child)
+
+
+def test_stopping_a_server_that_has_exited_or_never_started_does_nothing(tmp_path):
+    never = ServerProcess([sys.executable, "-c", "pass"], tmp_path / "never.log")
+    never.stop(grace_s=1.0)
+    assert never.poll() is None and never.log_tail() == []
+    done = ServerProcess([sys.executable, "-c", "print('bye')"], tmp_path / "done.log").start()
+    done.process.wait(timeout=60)
+    done.stop(grace_s=1.0)
+    assert done.poll() == 0 and done.log_tail() == ["bye"]
