@@ -26,7 +26,7 @@ def main() -> int:
     args = sys.argv[1:]
     assert args[0] == "serve", args
     keys = ("CUDA_VISIBLE_DEVICES", "VLLM_SERVER_DEV_MODE", "VLLM_LOGGING_LEVEL", "STAND_IN_EXTRA")
-    record = {"argv": args, "env": {k: os.environ.get(k) for k in keys}}
+    record = {"argv": args, "env": {k: os.environ.get(k) for k in keys}, "pid": os.getpid()}
     with open(os.environ["STAND_IN_RECORD"], "w") as out:
         json.dump(record, out)
     mode = os.environ.get("STAND_IN_MODE", "serve")

@@ -95,6 +95,9 @@ def test_every_bundled_template_renders_a_script_bash_accepts(
     if command == "rl" and multi:  # vLLM on the inference node only where there are GPUs
         assert (" serve builtin:tiny-qwen3 " in text) == has_gpus
         assert ("--wait-for-server" in text) == has_gpus
+        # vLLM binds the inference node's own address (the orchestrator may be elsewhere),
+        # never every interface, and not loopback
+        assert ('--host "$INFER_ADDR"' in text) == has_gpus and "127.0.0.1" not in text
         assert ("no vLLM here (no GPU)" in text) == (not has_gpus)
         orchestrator = json.loads(configs["orchestrator"].read_text())
         assert orchestrator["sampler"]["type"] == ("openai" if has_gpus else "local")

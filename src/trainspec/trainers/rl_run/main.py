@@ -167,46 +167,52 @@ def launch(config) -> int:
         sys.stderr.write(f"rl: cannot start\n{err.render()}\n")
         return 1
     say_inference(config)
-    server = None
-    if plan is not None:
-        for note in plan.notes:
-            say(f"[inference]: {note}")
-        say(f"starting vLLM on GPU(s) {plan.env['CUDA_VISIBLE_DEVICES']}: {plan.log_path}")
-        try:
-            server = InferenceServer(plan).start()
-            timeout = config.orchestrator.model.client.wait_for_ready_timeout
-            if not server.wait_ready(timeout, lambda: False):
-                return 1
-        except SetupError as err:
-            if server is not None:
-                server.stop()
-            sys.stderr.write(f"rl: cannot start\n{err.render()}\n")
-            return 1
-        say(f"vLLM serves {plan.served_name!r} at {plan.base_url}")
-    os.environ.update(config.env_vars)  # both children inherit them; their own env_vars win
-    os.environ[INHERITED] = str(run_dir.resolve())
-    if config.clean:  # batches and weights of an earlier run must not be taken for this one's
-        for stale in stale_dirs(run_dir):
-            shutil.rmtree(stale, ignore_errors=True)
-    paths = write_configs(config, run_dir)
-    stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # passed on to both
-    orchestrator = subprocess.Popen(
-        [sys.executable, *CHILD, "orchestrator", str(paths["orchestrator"])],
-        start_new_session=True,
-    )
-    trainer = subprocess.Popen(
-        trainer_command(config, paths["trainer"]),
-        start_new_session=True,
-        env={**os.environ, **(trainer_devices(config) if server is not None else {})},
-    )
+    # From here on every exit stops what was started: the server (its whole process group)
+    # and both sides, on a stop signal, an error, or the end of the run.
+    stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # passed on to both sides
+    server: InferenceServer | None = None
+    children: list[subprocess.Popen] = []
     try:
+        if plan is not None:
+            for note in plan.notes:
+                say(f"[inference]: {note}")
+            say(f"starting vLLM on GPU(s) {plan.env['CUDA_VISIBLE_DEVICES']}: {plan.log_path}")
+            try:
+                server = InferenceServer(plan).start()
+                timeout = config.orchestrator.model.client.wait_for_ready_timeout
+                if not server.wait_ready(timeout, stop):
+                    say("stopped while vLLM was starting; it is stopped too")
+                    return 1
+            except SetupError as err:
+                sys.stderr.write(f"rl: cannot start\n{err.render()}\n")
+                return 1
+            say(f"vLLM serves {plan.served_name!r} at {plan.base_url}")
+        os.environ.update(config.env_vars)  # both children inherit them; their own win
+        os.environ[INHERITED] = str(run_dir.resolve())
+        if config.clean:  # batches and weights of an earlier run must not be taken for this one's
+            for stale in stale_dirs(run_dir):
+                shutil.rmtree(stale, ignore_errors=True)
+        paths = write_configs(config, run_dir)
+        orchestrator = subprocess.Popen(
+            [sys.executable, *CHILD, "orchestrator", str(paths["orchestrator"])],
+            start_new_session=True,
+        )
+        children.append(orchestrator)
+        trainer = subprocess.Popen(
+            trainer_command(config, paths["trainer"]),
+            start_new_session=True,
+            env={**os.environ, **(trainer_devices(config) if server is not None else {})},
+        )
+        children.append(trainer)
         code = supervise(trainer, orchestrator, stop, server)
     finally:
-        for process in (trainer, orchestrator):
+        for process in children:
             if process.poll() is None:
                 process.kill()
+            process.wait()
         if server is not None:
             server.stop()
+        stop.restore()
     if code == 0:  # a failure was said above; its figures would read as a result
         print(summarize(run_dir, stopped=stop()), flush=True)
     return code

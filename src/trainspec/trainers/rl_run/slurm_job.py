@@ -78,7 +78,11 @@ def rl_multi_node_job(
             plan = vllm_plan(config, run_dir)
             config = served(config, plan)
             port = config.inference.server.port
-            inference = {"argv": plan.argv, "env": dict(plan.env), "port": port}
+            argv, bind_node = plan.argv, config.inference.server.host is None
+            if bind_node:  # the node's own address, not loopback: the orchestrator may be
+                at = argv.index("--host")  # on another node (the script fills it in)
+                argv = argv[:at] + argv[at + 2 :]
+            inference = {"argv": argv, "env": dict(plan.env), "port": port, "bind_node": bind_node}
             notes += [f"[inference]: {note}" for note in plan.notes]
         except SetupErrors as err:
             refusals += err.errors

@@ -16,6 +16,9 @@ worker extension (trainers/serving/vllm_worker.py): after each broadcast the orc
 (dev mode, switched on here) and the engine loads the weights in place, then resets its prefix
 cache. The orchestrator's sampler is pointed at the server (`sampler.type = "openai"`).
 
+It listens on 127.0.0.1 unless `inference.server.host` says otherwise (dev mode lets whoever
+reaches the port call any worker method); a multi-node SLURM job binds the inference node's own
+address instead, which the orchestrator on another node connects to (rl_run/slurm_job.py).
 The server's output goes to `<run dir>/logs/inference.log`. What this build does not start (a
 router in front of several engines, KV-cache offload, disaggregated prefill/decode, several
 nodes, LoRA adapters, routed-expert replay) is refused naming the field.
@@ -32,6 +35,7 @@ from pathlib import Path
 from ..errors import SetupError, raise_all
 from .gpus import engine_gpus
 
+LOOPBACK = "127.0.0.1"
 WORKER_EXTENSION = "trainspec.trainers.serving.vllm_worker.WeightUpdate"
 RELOAD_PATH = "/collective_rpc"
 
@@ -192,11 +196,12 @@ def server_plan(
     flags = _engine_flags(vllm, errors)
     raise_all(errors)
     host = inference.server.host
+    bind = host or LOOPBACK  # not every interface: dev mode runs any worker method it is asked
     port = inference.server.port
     argv = [
         vllm_binary(), "serve", model,
         "--served-model-name", served_name,
-        *(["--host", host] if host else []),
+        "--host", bind,
         "--port", str(port),
         "--logprobs-mode", "processed_logprobs",
         "--worker-extension-cls", WORKER_EXTENSION,
@@ -211,7 +216,7 @@ def server_plan(
            if inference.use_deep_gemm else {}),
         **dict(inference.env_vars),
     }  # fmt: skip
-    client_host = host if host not in (None, "0.0.0.0", "::") else "127.0.0.1"
+    client_host = bind if bind not in ("0.0.0.0", "::") else LOOPBACK
     return InferencePlan(
         argv, env, f"http://{client_host}:{port}/v1", served_name,
         run_dir / "logs" / "inference.log", notes,
