@@ -35,8 +35,6 @@ from ..errors import SetupError, SetupErrors
 from .refusals import slurm_refusals
 from .render import check_syntax, render
 
-JOB_MODULE = "trainspec.trainers.slurm.job"
-
 
 @dataclass
 class Job:
