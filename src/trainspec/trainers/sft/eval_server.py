@@ -17,10 +17,12 @@ or shares them on a machine with fewer. The server's output goes to
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
 from ..errors import SetupError
+from ..process.signals import SignalFlag
 from ..serving.gpus import trainer_gpus, visible_gpus
 from ..serving.inference_server import InferenceServer
 from ..serving.vllm_plan import server_plan
@@ -69,7 +71,7 @@ def _check_model(server: InferenceServer, config) -> None:
 
 def start_eval_server(config, run_dir: Path) -> InferenceServer | None:
     """Start, wait for and check [inference]'s server, or None when sft starts none; a server
-    that fails to come up is stopped and reported (SetupError)."""
+    that fails to come up, or a SIGTERM or Ctrl-C while it does, stops it (SetupError)."""
     if not serves(config):
         return None
     plan = server_plan(
@@ -87,12 +89,21 @@ def start_eval_server(config, run_dir: Path) -> InferenceServer | None:
     gpus = plan.env["CUDA_VISIBLE_DEVICES"]
     sys.stderr.write(f"sft: starting vLLM on GPU(s) {gpus} for the online evals: {plan.log_path}\n")
     server = InferenceServer(plan).start()
+    stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # a stop while it comes up
     try:
-        server.wait_ready(config.eval.client.wait_for_ready_timeout, lambda: False)
+        if not server.wait_ready(config.eval.client.wait_for_ready_timeout, stop):
+            raise SetupError(
+                "inference",
+                "a stop signal came while the vLLM server was starting: it is stopped, and "
+                "nothing was trained",
+                "start sft again to train",
+            )
         _check_model(server, config)
     except BaseException:
-        server.stop()
+        server.stop()  # its whole process group, whatever ended the wait
         raise
+    finally:
+        stop.restore()
     sys.stderr.write(f"sft: vLLM serves {plan.served_name!r} at {plan.base_url}\n")
     os.environ[SERVER_ENV] = plan.base_url
     return server
