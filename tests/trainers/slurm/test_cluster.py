@@ -101,15 +101,21 @@ srun --kill-on-bad-exit=1 bash -c 'if [ "$SLURM_NODEID" = 0 ]; then exit 1; fi; 
 # A trainer's processes in both places a job script puts them: a child of the batch script
 # (torchrun on one node) and the tasks of an srun step (torchrun per node). Each writes its name
 # to `terms` from a SIGTERM trap (a SIGKILL would run no trap), and to `ready` once the trap is
-# set. The batch script's first `wait` returns when its own trap runs, so it waits again.
+# set. Each of the batch script's `wait`s returns when its own trap runs, and SLURM may signal
+# it more than once: it waits for each child until that child is gone, as the bundled
+# templates do (wait_for in _setup.sh.j2), or the child is killed with the job's end before its
+# trap has run (seen once in CI).
 TRAPS = """
 #SBATCH --nodes=2 --ntasks-per-node=1
 trap 'echo batch >> terms' TERM
 bash -c 'trap "echo child >> terms; exit 0" TERM; echo child >> ready; sleep 300 & wait' &
+child=$!
 srun bash -c 'trap "echo task$SLURM_NODEID >> terms; exit 0" TERM; echo task >> ready
               sleep 300 & wait' &
-wait
-wait
+step=$!
+for pid in $child $step; do
+    while kill -0 $pid 2>/dev/null; do wait $pid; done
+done
 """
 
 
