@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.processes import ended, sigterm_while_the_server_starts
 from test_rl_command import records, write_config
 
 from trainspec.config import load
@@ -172,11 +173,6 @@ def test_the_server_listens_on_loopback_unless_told(tmp_path, stand_in):
 def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in):
     """SIGTERM to `rl` while it waits for vLLM to come up: rl ends, and the server (its own
     session) is not left running."""
-    import os
-    import signal
-    import subprocess
-    import time
-
     path = write_config(tmp_path, max_steps=3)
     port = free_port()
     path.write_text(
@@ -186,28 +182,9 @@ def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in)
         "import sys; from trainspec.trainers.rl_run import main, refusals; "
         "refusals._has_gpu = lambda: True; sys.exit(main.main(sys.argv[1:]))"
     )
-    env = {**os.environ, "STAND_IN_MODE": "hang"}
-    rl = subprocess.Popen([sys.executable, "-c", run, str(path)], env=env, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while not stand_in.exists() and time.monotonic() < deadline and rl.poll() is None:
-            time.sleep(0.2)
-        server = json.loads(stand_in.read_text())["pid"]  # started, and never ready
-        rl.send_signal(signal.SIGTERM)
-        _, err = rl.communicate(timeout=120)
-    finally:
-        if rl.poll() is None:
-            rl.kill()
-            rl.wait()
-    assert rl.returncode == 1 and b"stopped while vLLM was starting" in err
-    deadline = time.monotonic() + 60
-    while os.path.exists(f"/proc/{server}") and time.monotonic() < deadline:
-        with open(f"/proc/{server}/stat") as stat:  # a zombie waits for init: it has ended
-            if stat.read().split(") ")[-1][0] == "Z":
-                break
-        time.sleep(0.2)
-    else:
-        assert not os.path.exists(f"/proc/{server}"), "the vLLM server was left running"
+    code, err, server = sigterm_while_the_server_starts(run, path, stand_in)
+    assert code == 1 and b"stopped while vLLM was starting" in err
+    assert ended(server), "the vLLM server was left running"
 
 
 def test_dry_run_writes_the_server_command(tmp_path, stand_in):

@@ -4,10 +4,11 @@ process is reaped, and its log's end is readable."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
+
+from helpers.processes import ended
 
 from trainspec.trainers.serving.server_process import ServerProcess, stop_all
 
@@ -36,15 +37,6 @@ def started(tmp_path: Path, name: str, mode: str) -> tuple[ServerProcess, int]:
     return server, child
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:  # a zombie (exited, not yet reaped) is not alive
-        return stat.read().split(") ")[-1][0] != "Z"
-
-
 def test_stop_all_ends_each_group_with_its_children_and_reaps_it(tmp_path):
     polite, polite_child = started(tmp_path, "polite", "exit")
     stubborn, stubborn_child = started(tmp_path, "stubborn", "ignore")
@@ -54,10 +46,7 @@ def test_stop_all_ends_each_group_with_its_children_and_reaps_it(tmp_path):
     assert polite.process.returncode == -15  # SIGTERM
     assert stubborn.process.returncode == -9  # SIGKILL, once the grace period was over
     assert took >= 3.0  # killed only once the grace period was over
-    deadline = time.monotonic() + 30
-    while (alive(polite_child) or alive(stubborn_child)) and time.monotonic() < deadline:
-        time.sleep(0.1)  # the children are init's to reap once their group is signalled
-    assert not alive(polite_child) and not alive(stubborn_child)
+    assert ended(polite_child) and ended(stubborn_child)  # init reaps them
 
 
 def test_stopping_a_server_that_has_exited_or_never_started_does_nothing(tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.processes import ended, sigterm_while_the_server_starts
 from helpers.sft_support import losses, metrics, run_dir
 
 from trainspec.config import load
@@ -225,11 +226,6 @@ def test_inference_on_a_gpu_machine_evaluates_on_the_server_sft_starts(tmp_path,
 def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in):
     """SIGTERM to `sft` while it waits for the evals' vLLM server: sft ends saying so, and the
     server (its own session) is not left running."""
-    import os
-    import signal
-    import subprocess
-    import time
-
     from trainspec.config import dump_json
 
     settings = {
@@ -246,30 +242,9 @@ def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in)
         "eval_server.has_gpu = lambda: True; eval_server.visible_gpus = lambda: 1; "
         "sys.exit(main.launch(validate('sft', json.load(open(sys.argv[1]))).config))"
     )
-    env = {**os.environ, "STAND_IN_MODE": "hang"}
-    sft = subprocess.Popen(
-        [sys.executable, "-c", run, str(resolved)], env=env, stderr=subprocess.PIPE
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not stand_in.exists() and time.monotonic() < deadline and sft.poll() is None:
-            time.sleep(0.2)
-        server = json.loads(stand_in.read_text())["pid"]  # started, and never ready
-        sft.send_signal(signal.SIGTERM)
-        _, err = sft.communicate(timeout=120)
-    finally:
-        if sft.poll() is None:
-            sft.kill()
-            sft.wait()
-    assert sft.returncode == 1 and b"stop signal came while the vLLM server was starting" in err
-    deadline = time.monotonic() + 60
-    while os.path.exists(f"/proc/{server}") and time.monotonic() < deadline:
-        with open(f"/proc/{server}/stat") as stat:  # a zombie waits for init: it has ended
-            if stat.read().split(") ")[-1][0] == "Z":
-                break
-        time.sleep(0.2)
-    else:
-        assert not os.path.exists(f"/proc/{server}"), "the vLLM server was left running"
+    code, err, server = sigterm_while_the_server_starts(run, resolved, stand_in)
+    assert code == 1 and b"stop signal came while the vLLM server was starting" in err
+    assert ended(server), "the vLLM server was left running"
 
 
 def reference_here(tmp_path: Path, name: str):
