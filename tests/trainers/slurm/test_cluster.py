@@ -104,14 +104,18 @@ srun --kill-on-bad-exit=1 bash -c 'if [ "$SLURM_NODEID" = 0 ]; then exit 1; fi; 
 # set. Each of the batch script's `wait`s returns when its own trap runs, and SLURM may signal
 # it more than once: it waits for each child until that child is gone, as the bundled
 # templates do (wait_for in _setup.sh.j2), or the child is killed with the job's end before its
-# trap has run (seen once in CI).
+# trap has run (seen once in CI). SLURM signals every process of the job, the `sleep`s too, in
+# no set order: a process that ended its script when its `sleep` was signalled first would be
+# gone before its own signal came (seen once in CI), so each sleeps in a loop until its trap ends
+# it, as a trainer runs until it is told to stop.
 TRAPS = """
 #SBATCH --nodes=2 --ntasks-per-node=1
 trap 'echo batch >> terms' TERM
-bash -c 'trap "echo child >> terms; exit 0" TERM; echo child >> ready; sleep 300 & wait' &
+bash -c 'trap "echo child >> terms; exit 0" TERM; echo child >> ready
+         while :; do sleep 300 & wait; done' &
 child=$!
 srun bash -c 'trap "echo task$SLURM_NODEID >> terms; exit 0" TERM; echo task >> ready
-              sleep 300 & wait' &
+              while :; do sleep 300 & wait; done' &
 step=$!
 for pid in $child $step; do
     while kill -0 $pid 2>/dev/null; do wait $pid; done
