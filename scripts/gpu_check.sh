@@ -45,6 +45,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from trainspec.trainers.builtin import builtin_model_dir
 source = builtin_model_dir("builtin:tiny-qwen3")
 config = AutoConfig.from_pretrained(source)
+config.tie_word_embeddings = False  # vLLM's in-place reload leaves a tied output layer behind
 AutoModelForCausalLM.from_config(config).save_pretrained(sys.argv[1])
 AutoTokenizer.from_pretrained(source).save_pretrained(sys.argv[1])
 PY
@@ -77,6 +78,6 @@ TOML
   "$PY" -c "import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; print('concurrency:', [(r['step'], r.get('inflight_cap'), r.get('kv_usage')) for r in rows if 'reward' in r])" \
     "$RL_DIR/run/orchestrator/metrics.jsonl" 2>&1 | tee -a "$LOG_DIR/rl_vllm.log" || status=1
 else
-  echo "vllm does not import here: skipped (the stand-in test covers the process handling)"
+  echo "vllm does not import here: skipped (make install installs it; pip install 'trainspec[vllm]')"
 fi
 exit $status

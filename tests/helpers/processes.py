@@ -1,5 +1,6 @@
-"""Processes the tests start and watch: whether one still runs, and a command signalled while
-the server it started (the stand-in vLLM, tests/trainers/rl_run/stand_in_vllm.py) comes up."""
+"""Processes the tests start and watch: whether one still runs, the stand-in vLLM server
+(tests/trainers/rl_run/stand_in_vllm.py) put where `rl` and `sft` start vLLM, and a command
+signalled while that server comes up."""
 
 from __future__ import annotations
 
@@ -10,6 +11,27 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+STAND_IN = Path(__file__).resolve().parents[1] / "trainers" / "rl_run" / "stand_in_vllm.py"
+# The same, in a child `python -c` (the test's monkeypatch does not reach it): vllm_plan's
+# functions look both names up in their module when they build a plan.
+PATCH_STAND_IN = (
+    "import sys as _sys; from trainspec.trainers.serving import vllm_plan as _plan; "
+    f"_plan.vllm_command = lambda: [_sys.executable, {str(STAND_IN)!r}]; "
+    "_plan.vllm_installed = lambda: True; _plan.ties_output_layer = lambda model: False; "
+)
+
+
+def use_stand_in(monkeypatch, record: Path) -> None:
+    """vLLM's command replaced by the stand-in (vLLM counted as installed), which writes what it
+    was started with to `record`."""
+    from trainspec.trainers.serving import vllm_plan
+
+    monkeypatch.setattr(vllm_plan, "vllm_command", lambda: [sys.executable, str(STAND_IN)])
+    monkeypatch.setattr(vllm_plan, "vllm_installed", lambda: True)
+    # the stand-in reloads nothing: the built-in model's tied output layer does not matter to it
+    monkeypatch.setattr(vllm_plan, "ties_output_layer", lambda model: False)
+    monkeypatch.setenv("STAND_IN_RECORD", str(record))
 
 
 def alive(pid: int) -> bool:
@@ -30,16 +52,22 @@ def ended(pid: int, timeout_s: float = 60.0) -> bool:
 
 
 def sigterm_while_the_server_starts(code: str, arg: Path, record: Path) -> tuple[int, bytes, int]:
-    """Run `python -c code arg` with the stand-in server hanging (never ready), SIGTERM it once
-    the server has started, and return its exit code, its stderr and the server's pid."""
-    env = {**os.environ, "STAND_IN_MODE": "hang"}
+    """Run `python -c code arg` with vLLM's command the stand-in's (PATCH_STAND_IN, run before
+    `code`), hanging (never ready); SIGTERM it once the server has started, and return its exit
+    code, its stderr and the server's pid."""
+    env = {**os.environ, "STAND_IN_MODE": "hang", "STAND_IN_RECORD": str(record)}
     command = subprocess.Popen(
-        [sys.executable, "-c", code, str(arg)], env=env, stderr=subprocess.PIPE
+        [sys.executable, "-c", PATCH_STAND_IN + code, str(arg)], env=env, stderr=subprocess.PIPE
     )
     try:
         deadline = time.monotonic() + 120
         while not record.exists() and time.monotonic() < deadline and command.poll() is None:
             time.sleep(0.2)
+        if not record.exists():
+            if command.poll() is None:
+                command.kill()
+            _, err = command.communicate()
+            raise AssertionError(f"the stand-in server never started; the command said:\n{err}")
         server = json.loads(record.read_text())["pid"]  # started, and never ready
         command.send_signal(signal.SIGTERM)
         _, err = command.communicate(timeout=120)

@@ -1,9 +1,9 @@
-"""`[inference]` on a GPU machine (serving/vllm_plan.py, serving/inference_server.py): the vLLM
-command and environment `rl` builds, what it refuses, and its process handling, with a stand-in
-`vllm` (stand_in_vllm.py) on PATH and the GPU check answered yes. The stand-in serves the model
-with trainspec.trainers.orchestrator.sampling.model_server, so a whole `rl` run samples from it
-and feeds it each step's weights through the route `rl` uses on vLLM (/collective_rpc). The
-real vLLM path runs in scripts/gpu_check.sh on a GPU."""
+"""`[inference]` (serving/vllm_plan.py, serving/inference_server.py): the vLLM command and
+environment `rl` builds on a GPU machine and on CPU, what it refuses, and its process handling,
+with the stand-in (stand_in_vllm.py) where vLLM's command is and the GPU check answered yes. The
+stand-in only does what the real vLLM cannot be made to do on demand: crash while it starts,
+never come up, be stopped while it starts. Whole runs sampling from a real vLLM server, its
+weight reloads included, are the real-engine tests'."""
 
 from __future__ import annotations
 
@@ -13,16 +13,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.processes import ended, sigterm_while_the_server_starts
-from test_rl_command import records, write_config
+from helpers.processes import STAND_IN, ended, sigterm_while_the_server_starts, use_stand_in
+from test_rl_command import write_config
 
 from trainspec.config import load
 from trainspec.trainers.errors import SetupError, SetupErrors
 from trainspec.trainers.rl_run import refusals as support
+from trainspec.trainers.serving import vllm_plan as plan_module
 from trainspec.trainers.serving.inference_server import InferenceServer
-from trainspec.trainers.serving.vllm_plan import vllm_plan
+from trainspec.trainers.serving.vllm_plan import VLLM_MODULE, vllm_plan
 
-STAND_IN = Path(__file__).with_name("stand_in_vllm.py")
+VLLM_COMMAND = plan_module.vllm_command  # the real one, before any test replaces it
 
 
 def free_port() -> int:
@@ -33,15 +34,10 @@ def free_port() -> int:
 
 @pytest.fixture
 def stand_in(tmp_path, monkeypatch) -> Path:
-    """A `vllm` executable first on PATH that runs stand_in_vllm.py; yields its record file."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    vllm = bin_dir / "vllm"
-    vllm.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{STAND_IN}" "$@"\n')
-    vllm.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    """vLLM's command replaced by stand_in_vllm.py (and vLLM counted as installed), on a GPU
+    machine as far as `rl` asks; yields the stand-in's record file."""
     record = tmp_path / "stand-in.json"
-    monkeypatch.setenv("STAND_IN_RECORD", str(record))
+    use_stand_in(monkeypatch, record)
     monkeypatch.setattr(support, "_has_gpu", lambda: True)
     return record
 
@@ -71,18 +67,19 @@ def test_the_command_carries_the_engine_settings(tmp_path, stand_in):
             },
         }
     )
-    plan = vllm_plan(config, tmp_path)
+    plan = vllm_plan(config, tmp_path, on_gpu=True)
     argv = plan.argv
-    assert argv[0] == str(stand_in.parent / "bin" / "vllm") and argv[1:3] == [
-        "serve",
-        "builtin:tiny-qwen3",
-    ]
-    pairs = {argv[i]: argv[i + 1] for i in range(3, len(argv) - 1) if argv[i].startswith("--")}
+    model = argv.index("--model")
+    assert argv[:model] == [sys.executable, str(STAND_IN)]  # vllm_command(), replaced
+    assert argv[model + 1] == "builtin:tiny-qwen3"
+    pairs = {argv[i]: argv[i + 1] for i in range(model, len(argv) - 1) if argv[i].startswith("--")}
+    assert pairs["--served-model-name"] == "builtin:tiny-qwen3"
     assert pairs["--port"] == "8123" and pairs["--host"] == "0.0.0.0"
     assert pairs["--tensor-parallel-size"] == "2" and pairs["--max-model-len"] == "4096"
     assert pairs["--gpu-memory-utilization"] == "0.5" and pairs["--max-num-seqs"] == "64"
     assert pairs["--logprobs-mode"] == "processed_logprobs"
-    assert pairs["--worker-extension-cls"] == "trainspec.trainers.serving.vllm_worker.WeightUpdate"
+    assert "--worker-extension-cls" not in argv  # the reload is vLLM's own (vllm_reload.py)
+    assert "--dtype" not in argv  # the engine's default on a GPU
     assert "--enforce-eager" in argv and "--no-enable-prefix-caching" in argv
     assert plan.env["CUDA_VISIBLE_DEVICES"] == "0,1" and plan.env["VLLM_SERVER_DEV_MODE"] == "1"
     assert plan.env["STAND_IN_EXTRA"] == "1"
@@ -100,7 +97,7 @@ def test_what_it_does_not_start_is_refused_naming_each_field(tmp_path, stand_in)
         }
     )
     with pytest.raises(SetupErrors) as caught:
-        vllm_plan(config, tmp_path)
+        vllm_plan(config, tmp_path, on_gpu=True)
     assert [e.path for e in caught.value.errors] == [
         "inference.vllm.model",
         "inference.router",
@@ -113,7 +110,7 @@ def test_a_server_that_dies_before_it_is_ready_is_reported_with_its_log(
     tmp_path, stand_in, monkeypatch
 ):
     monkeypatch.setenv("STAND_IN_MODE", "crash")
-    plan = vllm_plan(rl_config({"inference.server.port": free_port()}), tmp_path)
+    plan = vllm_plan(rl_config({"inference.server.port": free_port()}), tmp_path, on_gpu=True)
     server = InferenceServer(plan).start()
     with pytest.raises(SetupError) as caught:
         server.wait_ready(60, lambda: False)
@@ -125,7 +122,7 @@ def test_a_server_that_dies_before_it_is_ready_is_reported_with_its_log(
 
 def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path, stand_in, monkeypatch):
     monkeypatch.setenv("STAND_IN_MODE", "hang")
-    plan = vllm_plan(rl_config({"inference.server.port": free_port()}), tmp_path)
+    plan = vllm_plan(rl_config({"inference.server.port": free_port()}), tmp_path, on_gpu=True)
     server = InferenceServer(plan).start()
     try:
         with pytest.raises(SetupError) as caught:
@@ -136,37 +133,11 @@ def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path, stand_in
     assert server.poll() is not None  # stopped, not left running
 
 
-def test_rl_starts_the_server_samples_from_it_and_stops_it(tmp_path, stand_in, capsys):
-    """A whole run: the orchestrator samples from the stand-in and sends it every step's weights
-    through /collective_rpc; the server is stopped when rl ends."""
-    from trainspec.trainers.rl_run.main import main
-
-    path = write_config(tmp_path, max_steps=3)
-    port = free_port()
-    text = path.read_text().replace("[model]", f"[inference.server]\nport = {port}\n\n[model]")
-    # the server loads model.name whole, as vLLM would: the trainer must train that model too
-    path.write_text(text.replace("[trainer.model.debug]\nnum_layers = 1\n", ""))
-    assert main([str(path)]) == 0
-    err = capsys.readouterr().err
-    assert "rl: starting vLLM on GPU(s) 0" in err
-    assert f"vLLM serves 'builtin:tiny-qwen3' at http://127.0.0.1:{port}/v1" in err
-    record = json.loads(stand_in.read_text())
-    assert record["env"]["VLLM_SERVER_DEV_MODE"] == "1"
-    run = tmp_path / "run"
-    sampler = json.loads((run / "rl-orchestrator.json").read_text())["sampler"]
-    assert sampler["type"] == "openai" and sampler["reload_path"] == "/collective_rpc"
-    assert [r["step"] for r in records(run / "metrics.jsonl")] == [1, 2, 3]
-    import httpx
-
-    with pytest.raises(httpx.HTTPError):  # stopped with the run
-        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
-
-
 def test_the_server_listens_on_loopback_unless_told(tmp_path, stand_in):
     """vLLM's dev mode (the weight-update route) runs any worker method it is asked: the
     server binds 127.0.0.1 unless inference.server.host says otherwise."""
     for host, bound in ((None, "127.0.0.1"), ("10.0.0.5", "10.0.0.5")):
-        argv = vllm_plan(rl_config({"inference.server.host": host}), tmp_path).argv
+        argv = vllm_plan(rl_config({"inference.server.host": host}), tmp_path, on_gpu=True).argv
         assert argv[argv.index("--host") + 1] == bound and argv.count("--host") == 1
 
 
@@ -178,51 +149,68 @@ def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in)
     path.write_text(
         path.read_text().replace("[model]", f"[inference.server]\nport = {port}\n\n[model]")
     )
-    run = (  # the GPU check answered yes, as the stand_in fixture does in this process
+    run = (  # the GPU check answered yes, as the stand_in fixture does in this process; the
+        # helper replaces vLLM's command there too (processes.PATCH_STAND_IN, before this)
         "import sys; from trainspec.trainers.rl_run import main, refusals; "
         "refusals._has_gpu = lambda: True; sys.exit(main.main(sys.argv[1:]))"
     )
     code, err, server = sigterm_while_the_server_starts(run, path, stand_in)
-    assert code == 1 and b"stopped while vLLM was starting" in err
+    assert code == 1 and b"stopped while vLLM was starting" in err, err.decode()
+    assert json.loads(stand_in.read_text())["argv"][:2] == ["--model", "builtin:tiny-qwen3"]
     assert ended(server), "the vLLM server was left running"
 
 
-def test_dry_run_writes_the_server_command(tmp_path, stand_in):
+def test_dry_run_writes_the_server_command(tmp_path, stand_in, monkeypatch):
+    """The command written is vLLM's own (this Python, vLLM's server module), which a dry run
+    does not start."""
     from trainspec.trainers.rl_run.main import main
 
+    monkeypatch.setattr(plan_module, "vllm_command", VLLM_COMMAND)
     path = write_config(tmp_path, max_steps=3)
     path.write_text(path.read_text().replace("[model]", "[inference]\n\n[model]"))
     assert main([str(path), "--dry_run", "true"]) == 0
     launch = json.loads((tmp_path / "run" / "rl-launch.json").read_text())
-    assert launch["inference"]["command"][1:3] == ["serve", "builtin:tiny-qwen3"]
+    assert launch["inference"]["command"][:5] == [
+        sys.executable, "-m", VLLM_MODULE, "--model", "builtin:tiny-qwen3"
+    ]  # fmt: skip
     assert launch["inference"]["base_url"] == "http://127.0.0.1:8000/v1"
     assert not stand_in.exists()  # started nothing
 
 
-def test_the_worker_extension_hands_every_tensor_to_the_models_loader(tmp_path):
-    """vLLM calls update_weights_from_path on each worker; the worker passes the directory's
-    tensors (sharded or not) to its model's load_weights, which vLLM models all have."""
-    import torch
-    from safetensors.torch import save_file
+def test_on_cpu_the_plan_derives_what_vllms_cpu_build_needs_unless_set(tmp_path, stand_in):
+    """Without a GPU: float32 (the trainer's precision on CPU), the run's sequence length, a
+    small share of host memory and 1 GiB of KV cache, and no CUDA_VISIBLE_DEVICES; what the
+    config sets wins over each."""
+    config = rl_config({})
+    plan = vllm_plan(config, tmp_path, on_gpu=False)
+    argv = plan.argv
+    assert argv[argv.index("--dtype") + 1] == "float32"
+    assert argv[argv.index("--max-model-len") + 1] == str(config.orchestrator.seq_len)
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.1"
+    assert plan.env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "CUDA_VISIBLE_DEVICES" not in plan.env
+    assert plan.env["VLLM_SERVER_DEV_MODE"] == "1"  # the reload routes, as on a GPU
+    assert any("no GPU: vLLM's CPU build" in note for note in plan.notes)
 
-    from trainspec.trainers.serving.vllm_worker import WeightUpdate
+    vllm = {"dtype": "bfloat16", "max_model_len": 512, "gpu_memory_utilization": 0.3}
+    config = rl_config({"inference": {"vllm": vllm, "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "4"}}})
+    plan = vllm_plan(config, tmp_path, on_gpu=False)
+    argv = plan.argv
+    for flag, value in (("--dtype", "bfloat16"), ("--max-model-len", "512"),
+                        ("--gpu-memory-utilization", "0.3")):  # fmt: skip
+        assert argv.count(flag) == 1 and argv[argv.index(flag) + 1] == value
+    assert plan.env["VLLM_CPU_KVCACHE_SPACE"] == "4" and "CUDA_VISIBLE_DEVICES" not in plan.env
 
-    tensors = {"a.weight": torch.ones(2, 2), "b.bias": torch.arange(3.0)}
-    save_file({"a.weight": tensors["a.weight"]}, str(tmp_path / "part-1.safetensors"))
-    save_file({"b.bias": tensors["b.bias"]}, str(tmp_path / "part-2.safetensors"))
-    index = {"weight_map": {"a.weight": "part-1.safetensors", "b.bias": "part-2.safetensors"}}
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
-    loaded: dict[str, torch.Tensor] = {}
+    plan = vllm_plan(rl_config({"seq_len": 256}), tmp_path, on_gpu=False)  # the run's own length
+    assert plan.argv[plan.argv.index("--max-model-len") + 1] == "256"
 
-    class Model:
-        def load_weights(self, weights):
-            loaded.update(weights)
 
-    class Worker(WeightUpdate):
-        model_runner = type("Runner", (), {"model": Model()})()
-
-    assert Worker().update_weights_from_path(str(tmp_path)) == 2
-    assert loaded.keys() == tensors.keys()
-    assert all(torch.equal(loaded[k], v) for k, v in tensors.items())
-    with pytest.raises(FileNotFoundError, match="neither model.safetensors"):
-        Worker().update_weights_from_path(str(tmp_path / "empty"))
+def test_without_vllm_installed_the_plan_is_refused_naming_the_extra(
+    tmp_path, stand_in, monkeypatch
+):
+    monkeypatch.setattr(plan_module, "vllm_installed", lambda: False)
+    for on_gpu in (True, False):
+        with pytest.raises(SetupError) as caught:
+            vllm_plan(rl_config({}), tmp_path, on_gpu=on_gpu)
+        assert caught.value.path == "inference"
+        assert "vLLM is not installed" in caught.value.problem
+        assert "trainspec[vllm]" in caught.value.fix

@@ -1,21 +1,21 @@
 """SFT online evals ([eval], trainers/sft/online_evals.py) on a tiny model, in process: the scores
 come at the start, at each source's interval and at the end, and are the scores of the weights
 the run saved at that step (evaluated again here with the orchestrator's eval code); a resumed
-run neither repeats nor skips an evaluation; [inference] on a GPU machine goes through the vLLM
-server sft starts (a stand-in `vllm`, the GPU check answered yes); the reference's reverse-text
-SFT config runs here with the built-in model, data and taskset."""
+run neither repeats nor skips an evaluation; a stop while the vLLM server of [inference] comes up
+stops it too (a stand-in server that never comes up, the GPU check answered yes; evaluating on a
+real vLLM server is the real-engine tests'); the reference's reverse-text SFT config runs here
+with the built-in model, data and taskset."""
 
 from __future__ import annotations
 
 import json
 import logging
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from helpers.processes import ended, sigterm_while_the_server_starts
+from helpers.processes import ended, sigterm_while_the_server_starts, use_stand_in
 from helpers.sft_support import losses, metrics, run_dir
 
 from trainspec.config import load
@@ -31,7 +31,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = ROOT / "tests" / "config" / "reference" / "sft"
-STAND_IN = ROOT / "tests" / "trainers" / "rl_run" / "stand_in_vllm.py"
 RT = {"taskset": {"id": "builtin:reverse-text"}}
 # The built-in task, learnt a little: a one-layer model, eight rows a step, a high rate.
 REVERSE = {
@@ -168,59 +167,18 @@ def free_port() -> int:
 
 @pytest.fixture
 def stand_in(tmp_path, monkeypatch) -> Path:
-    """A `vllm` first on PATH that runs the stand-in server; a GPU machine as far as sft's
-    launcher asks (one GPU, which the trainer shares); yields the stand-in's record file."""
+    """vLLM's command replaced by the stand-in server (helpers.processes); a GPU machine as far
+    as sft's launcher asks (one GPU, which the trainer shares); yields the stand-in's record
+    file."""
     from trainspec.trainers.sft import eval_server
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    vllm = bin_dir / "vllm"
-    vllm.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{STAND_IN}" "$@"\n')
-    vllm.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
     record = tmp_path / "stand-in.json"
-    monkeypatch.setenv("STAND_IN_RECORD", str(record))
+    use_stand_in(monkeypatch, record)
     monkeypatch.setattr(eval_server, "has_gpu", lambda: True)
     monkeypatch.setattr(eval_server, "visible_gpus", lambda: 1)
     for launcher_says in ("TRAINSPEC_EVAL_SERVER", "TRAINSPEC_LOCKED_RUN_DIR"):
         monkeypatch.setenv(launcher_says, "")  # set by the launcher: gone after the test
     return record
-
-
-def test_inference_on_a_gpu_machine_evaluates_on_the_server_sft_starts(tmp_path, stand_in, capsys):
-    """The launcher starts the server, rank 0 loads each eval step's weights into it
-    (/collective_rpc) and samples there: its scores are those of the saved weights; the server
-    is stopped with the run."""
-    import httpx
-
-    from trainspec.trainers.sft.main import launch
-
-    port = free_port()
-    settings = {
-        "max_steps": 4,
-        "model.debug.num_layers": None,  # the server loads model.name whole, as vLLM would
-        "deployment.num_infer_gpus": 1,
-        "inference": {"server": {"port": port}},
-        "ckpt": {"interval": 2},
-        "eval": {"interval": 2, "num_examples": 4, "sampling": {"temperature": 1.0,
-                 "max_completion_tokens": 24}, "source": [{"name": "rt", "env": RT}]},
-    }  # fmt: skip
-    config = config_of(tmp_path, **settings)
-    assert config.eval.client.base_url == f"http://localhost:{port}/v1"
-    assert launch(config) == 0
-    err = capsys.readouterr().err
-    assert "sft: starting vLLM on GPU(s) 0 for the online evals" in err
-    assert f"sft: vLLM serves 'builtin:tiny-qwen3' at http://localhost:{port}/v1" in err
-    argv = json.loads(stand_in.read_text())["argv"]
-    assert argv[:4] == ["serve", "builtin:tiny-qwen3", "--served-model-name", "builtin:tiny-qwen3"]
-    by_step = evaluated(config)
-    assert sorted(by_step) == [0, 2, 4]
-    for step in (2, 4):
-        assert scores(by_step[step][0]) == evaluate_checkpoint(config, step)
-    assert any(by_step[step][0]["eval/rt/reward"] > 0 for step in (2, 4))
-    assert [p.name for p in (run_dir(config) / "broadcasts").iterdir()] == ["step_4"]
-    with pytest.raises(httpx.HTTPError):  # stopped with the run
-        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
 
 
 def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in):
@@ -236,14 +194,15 @@ def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in)
     }
     resolved = tmp_path / "sft.json"
     resolved.write_text(dump_json(config_of(tmp_path, **settings)))
-    run = (  # a GPU machine as far as the launcher asks, as the stand_in fixture says here
+    run = (  # a GPU machine as far as the launcher asks, as the stand_in fixture says here;
+        # the helper replaces vLLM's command there too (processes.PATCH_STAND_IN, before this)
         "import json, sys; from trainspec.config import validate; "
         "from trainspec.trainers.sft import eval_server, main; "
         "eval_server.has_gpu = lambda: True; eval_server.visible_gpus = lambda: 1; "
         "sys.exit(main.launch(validate('sft', json.load(open(sys.argv[1]))).config))"
     )
     code, err, server = sigterm_while_the_server_starts(run, resolved, stand_in)
-    assert code == 1 and b"stop signal came while the vLLM server was starting" in err
+    assert code == 1 and b"stop signal came while the vLLM server was starting" in err, err
     assert ended(server), "the vLLM server was left running"
 
 

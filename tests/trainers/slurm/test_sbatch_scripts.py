@@ -55,6 +55,11 @@ def gpus(monkeypatch):
 
     def answer(value):
         monkeypatch.setattr("trainspec.trainers.slurm.submit.partition_gpus", lambda _: value)
+        # the built-in model ties its output layer, which a vLLM server is refused for
+        # (test_vllm_engine.py); these scripts only render its command
+        monkeypatch.setattr(
+            "trainspec.trainers.serving.vllm_plan.ties_output_layer", lambda model: False
+        )
 
     return answer
 
@@ -93,7 +98,7 @@ def test_every_bundled_template_renders_a_script_bash_accepts(
         job_config = validate(kind, json.loads(path.read_text())).config
         assert getattr(job_config, "slurm", None) is None
     if command == "rl" and multi:  # vLLM on the inference node only where there are GPUs
-        assert (" serve builtin:tiny-qwen3 " in text) == has_gpus
+        assert (" --model builtin:tiny-qwen3 " in text) == has_gpus
         assert ("--wait-for-server" in text) == has_gpus
         # vLLM binds the inference node's own address (the orchestrator may be elsewhere),
         # never every interface, and not loopback

@@ -157,7 +157,7 @@ def launch(config) -> int:
     try:  # the trainer's lock, held for it (lock.INHERITED); the orchestrator takes its own
         check_launch(config)
         model_source(config.trainer.model.name, "model.name")  # both sides would refuse it
-        plan = vllm_plan(config, run_dir) if serves_inference(config) else None
+        plan = vllm_plan(config, run_dir, on_gpu=True) if serves_inference(config) else None
         if plan is not None:
             config = served(config, plan)
         if config.dry_run:

@@ -75,7 +75,7 @@ def rl_multi_node_job(
     inference = None
     if config.inference is not None and gpus:
         try:
-            plan = vllm_plan(config, run_dir)
+            plan = vllm_plan(config, run_dir, on_gpu=True)  # only where the nodes have GPUs
             config = served(config, plan)
             port = config.inference.server.port
             argv, bind_node = plan.argv, config.inference.server.host is None

