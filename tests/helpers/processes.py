@@ -18,7 +18,7 @@ STAND_IN = Path(__file__).resolve().parents[1] / "trainers" / "rl_run" / "stand_
 PATCH_STAND_IN = (
     "import sys as _sys; from trainspec.trainers.serving import vllm_plan as _plan; "
     f"_plan.vllm_command = lambda: [_sys.executable, {str(STAND_IN)!r}]; "
-    "_plan.vllm_installed = lambda: True; _plan.ties_output_layer = lambda model: False; "
+    "_plan.vllm_installed = lambda: True; "
 )
 
 
@@ -29,8 +29,6 @@ def use_stand_in(monkeypatch, record: Path) -> None:
 
     monkeypatch.setattr(vllm_plan, "vllm_command", lambda: [sys.executable, str(STAND_IN)])
     monkeypatch.setattr(vllm_plan, "vllm_installed", lambda: True)
-    # the stand-in reloads nothing: the built-in model's tied output layer does not matter to it
-    monkeypatch.setattr(vllm_plan, "ties_output_layer", lambda model: False)
     monkeypatch.setenv("STAND_IN_RECORD", str(record))
 
 

@@ -3,10 +3,10 @@
 it (orchestrator/sampling/openai_client.py) and the weight reload through vLLM's own routes
 (vllm_reload.py).
 
-One server for the module (about a minute to start on two busy cores), on a tiny random Qwen3
-saved as Hugging Face files ("A", its output layer untied); a second set of weights ("B",
-another seed) is reloaded into it and back. A second server shows why a tied output layer is
-refused (vllm_plan.ties_output_layer): vLLM's in-place reload leaves it at the first weights.
+One server for the module (about a minute to start on two busy cores), started on a tiny
+random Qwen3 saved as a user's checkpoint is (its output layer tied to the embeddings, written
+once), then fed broadcasts as the trainer writes them (ckpt/hf_export.py, `untie`: the tied
+output layer under its own name too): "A" (step_0, the same weights) and "B" (another seed).
 The Hugging Face model on the same weights is the reference for every log-prob: in float32 on
 CPU vLLM agrees with it to ~1e-6 (measured), and TOLERANCE leaves a wide margin.
 The tests run in file order; the last ones break and then stop the server.
@@ -26,6 +26,7 @@ import torch
 from trainspec.generated.inference import InferenceConfig
 from trainspec.trainers.builtin import builtin_model_dir
 from trainspec.trainers.chat.tasks import template_stop_id
+from trainspec.trainers.ckpt.hf_export import export_weights
 from trainspec.trainers.errors import RunError, SetupError
 from trainspec.trainers.orchestrator.sampling.engine_load import metrics_reader, server_root
 from trainspec.trainers.orchestrator.sampling.openai_client import OpenAISampler
@@ -49,16 +50,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def save_weights(path: Path, seed: int, *, tied: bool = False) -> Path:
-    """The built-in tiny Qwen3's config and tokenizer with random weights of `seed`."""
+def random_model(seed: int):
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    source = builtin_model_dir("builtin:tiny-qwen3")
-    shutil.copytree(source, path)
-    config = AutoConfig.from_pretrained(source)
-    config.tie_word_embeddings = tied
     torch.manual_seed(seed)
-    AutoModelForCausalLM.from_config(config).to(torch.float32).save_pretrained(path)
+    config = AutoConfig.from_pretrained(builtin_model_dir("builtin:tiny-qwen3"))
+    return AutoModelForCausalLM.from_config(config).to(torch.float32)
+
+
+def save_checkpoint(path: Path, seed: int) -> Path:
+    """The built-in tiny Qwen3's config and tokenizer with random weights of `seed`, saved by
+    transformers (the tied output layer written once)."""
+    shutil.copytree(builtin_model_dir("builtin:tiny-qwen3"), path)
+    random_model(seed).save_pretrained(path)
+    return path
+
+
+def save_broadcast(path: Path, seed: int) -> Path:
+    """The same weights as the trainer broadcasts them: every name of a tied weight."""
+    shutil.copytree(builtin_model_dir("builtin:tiny-qwen3"), path)
+    export_weights(random_model(seed), path, None, is_main=True, untie=True)
     return path
 
 
@@ -71,14 +82,15 @@ def plan_for(model: Path, run_dir: Path, port: int):
 
 
 class Engine:
-    def __init__(self, root: Path, *, tied: bool = False) -> None:
+    def __init__(self, root: Path) -> None:
         from transformers import AutoTokenizer
 
-        self.a = save_weights(root / "weights" / "step_0", seed=0, tied=tied)
-        self.b = save_weights(root / "weights" / "step_1", seed=1, tied=tied)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.a)
+        start = save_checkpoint(root / "checkpoint", seed=0)
+        self.a = save_broadcast(root / "broadcasts" / "step_0", seed=0)
+        self.b = save_broadcast(root / "broadcasts" / "step_1", seed=1)
+        self.tokenizer = AutoTokenizer.from_pretrained(start)
         self.stop_id = template_stop_id(self.tokenizer)
-        self.plan = plan_for(self.a, root, free_port())
+        self.plan = plan_for(start, root, free_port())
         self.server = InferenceServer(self.plan).start()
         self.server.wait_ready(READY_S, lambda: False)
         self.sampler = OpenAISampler(
@@ -223,6 +235,22 @@ def test_a_failed_reload_names_the_step_and_leaves_the_server_paused(engine, tmp
     assert gap(served_logprobs(engine), hf_scores(engine, engine.a)) < TOLERANCE
 
 
+def test_a_tied_output_layer_named_once_is_left_behind_so_broadcasts_name_it(engine, tmp_path):
+    """B saved as transformers saves it (the tied output layer written once, under the
+    embeddings' name): after the reload the server answers neither A's nor B's log-probs, but
+    B's body under the output layer it had. Hence the broadcasts' `untie`: B as the trainer
+    broadcasts it is served exactly (test_a_reload_switches_the_served_weights_and_back)."""
+    once = save_checkpoint(tmp_path / "step_5", seed=1)
+    expected = {"a": hf_scores(engine, engine.a), "b": hf_scores(engine, engine.b)}
+    assert gap(served_logprobs(engine), expected["a"]) < TOLERANCE  # restored by the last test
+    engine.sampler.load_weights(once)
+    served = served_logprobs(engine)
+    assert gap(served, expected["b"]) > 100 * TOLERANCE
+    assert gap(served, expected["a"]) > 100 * TOLERANCE
+    engine.sampler.load_weights(engine.b)
+    assert gap(served_logprobs(engine), expected["b"]) < TOLERANCE
+
+
 def test_stop_ends_every_process_of_the_server(engine):
     """SIGTERM to the server's process group (vLLM's engine core included), reaped."""
     pgid = engine.server.server.process.pid
@@ -244,26 +272,3 @@ def test_a_server_that_cannot_load_its_model_is_reported_with_its_log(tmp_path):
     assert caught.value.path == "inference"
     assert "exited with code" in caught.value.problem
     assert str(empty) in caught.value.problem  # the log's end says which model it could not load
-
-
-def test_a_tied_output_layer_is_refused_because_the_reload_leaves_it_behind(tmp_path, monkeypatch):
-    """The built-in model ties its output layer: the plan refuses it, naming model.name. Why,
-    on the engine: served anyway (the refusal switched off), a reload of B serves neither A's
-    nor B's log-probs, but B's body under A's output layer."""
-    from trainspec.trainers.serving import vllm_plan
-
-    with pytest.raises(SetupError) as caught:
-        plan_for(Path(str(builtin_model_dir("builtin:tiny-qwen3"))), tmp_path, free_port())
-    assert caught.value.path == "model.name" and "tie_word_embeddings" in caught.value.fix
-    monkeypatch.setattr(vllm_plan, "ties_output_layer", lambda model: False)
-    engine = Engine(tmp_path, tied=True)
-    try:
-        expected = {"a": hf_scores(engine, engine.a), "b": hf_scores(engine, engine.b)}
-        assert gap(served_logprobs(engine), expected["a"]) < TOLERANCE
-        engine.sampler.load_weights(engine.b)
-        served = served_logprobs(engine)
-        assert gap(served, expected["b"]) > 100 * TOLERANCE
-        assert gap(served, expected["a"]) > 100 * TOLERANCE
-    finally:
-        engine.sampler.close()
-        engine.server.stop()

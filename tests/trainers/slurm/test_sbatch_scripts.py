@@ -55,11 +55,6 @@ def gpus(monkeypatch):
 
     def answer(value):
         monkeypatch.setattr("trainspec.trainers.slurm.submit.partition_gpus", lambda _: value)
-        # the built-in model ties its output layer, which a vLLM server is refused for
-        # (test_vllm_engine.py); these scripts only render its command
-        monkeypatch.setattr(
-            "trainspec.trainers.serving.vllm_plan.ties_output_layer", lambda model: False
-        )
 
     return answer
 

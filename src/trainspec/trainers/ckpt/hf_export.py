@@ -8,7 +8,10 @@ receives it on the CPU and writes safetensors under the names the Hugging Face m
   `_checkpoint_wrapped_module.` (activation checkpointing), and the path of the Hugging Face
   model inside the training module (`lm.` of the loss wrapper);
 - a tied weight (lm_head sharing the embedding) is written once, under its first name, as
-  `save_pretrained` does; loading with `tie_word_embeddings` restores the other name.
+  `save_pretrained` does; loading with `tie_word_embeddings` restores the other name. With
+  `untie` (the broadcasts) it is written under every name: from files that name it once, vLLM's
+  in-place reload leaves the output layer at the weights the server started with (measured on
+  vLLM 0.32: the served log-probs then match neither step).
 
 Large models are split into 5 GiB shards with a `model.safetensors.index.json`, like the Hub.
 `hf_exporter` adds what such a directory needs beside the weights to load anywhere: the model's
@@ -122,15 +125,18 @@ def export_weights(
     *,
     is_main: bool,
     adapter_dir: Path | None = None,
+    untie: bool = False,
 ) -> None:
-    """Gather the full weights (a collective: every rank calls) and write them on rank 0."""
+    """Gather the full weights (a collective: every rank calls) and write them on rank 0; with
+    `untie` a tied weight under each of its names."""
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     state = get_model_state_dict(model, options=options)
     if not is_main:
         return
     # A module's full state dict holds its parameters and buffers, gathered into plain tensors.
     tensors = cast(dict[str, torch.Tensor], state)
-    weights = hf_state_dict(tensors, prefix=hf_prefix(model), aliases=tied_aliases(model))
+    aliases = set() if untie else tied_aliases(model)
+    weights = hf_state_dict(tensors, prefix=hf_prefix(model), aliases=aliases)
     write_safetensors(weights, weights_dir)
     if export is not None:
         export(weights_dir, weights, adapter_dir)
@@ -175,7 +181,9 @@ def hf_exporter(lm, tokenizer, lora_cfg) -> Export:
             merged = peft_model.merge_and_unload()
             for stale in weights_dir.glob("model*.safetensors*"):
                 stale.unlink()
-            weights = hf_state_dict(merged.state_dict(), prefix="", aliases=tied_aliases(merged))
+            # a tied weight as the unmerged weights name it: once, or every name (`untie`)
+            aliases = tied_aliases(merged) - set(state_dict)
+            weights = hf_state_dict(merged.state_dict(), prefix="", aliases=aliases)
             write_safetensors(weights, weights_dir)
         lm.config.save_pretrained(weights_dir)
         tokenizer.save_pretrained(weights_dir)

@@ -17,7 +17,9 @@ be installed in trainspec's environment (`pip install 'trainspec[vllm]'`, or `[v
 `[inference.vllm]` engine settings as flags (other keys in that table pass through as
 `--key value`) and log-probs of the processed (temperature-scaled) distribution. After each
 broadcast the orchestrator reloads the weights through vLLM's own routes
-(orchestrator/sampling/vllm_reload.py), which vLLM serves in its dev mode, switched on here.
+(orchestrator/sampling/vllm_reload.py), which vLLM serves in its dev mode, switched on here. The
+broadcasts name a tied output layer beside the embeddings (ckpt/hf_export.py, `untie`): from
+files that name it once, vLLM's reload leaves it at the weights the server started with.
 
 On a machine without a GPU the same command starts vLLM's CPU build, with what it needs there
 derived unless set: `--dtype float32` (the trainer's precision on CPU, so both sides compute the
@@ -106,28 +108,6 @@ def vllm_command() -> list[str]:
 def vllm_installed() -> bool:
     """Whether vLLM can be imported by this Python (looked up, not imported: seconds saved)."""
     return importlib.util.find_spec("vllm") is not None
-
-
-def ties_output_layer(model: str) -> bool | None:
-    """Whether `model` (a directory, built-in or cached hub model) ties its output layer to its
-    input embeddings (tie_word_embeddings, transformers' default when absent); None when its
-    config.json cannot be read here."""
-    from ..builtin import builtin_model_dir, is_builtin
-
-    if is_builtin(model):
-        found = builtin_model_dir(model)
-        config = found / "config.json" if found else None
-    elif Path(model).expanduser().is_dir():
-        config = Path(model).expanduser() / "config.json"
-    else:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(model, "config.json")
-        config = Path(cached) if isinstance(cached, str) else None
-    try:
-        return bool(json.loads(config.read_text()).get("tie_word_embeddings", True))  # type: ignore[union-attr]
-    except (AttributeError, OSError, ValueError):
-        return None
 
 
 def cpu_settings(vllm, env_vars, seq_len: int) -> tuple[list[str], dict[str, str], str]:
@@ -262,17 +242,6 @@ def server_plan(
         notes.append(
             "vLLM computes the output layer and router logits in the model's dtype (the "
             "reference's float32 patch of vLLM is not applied)"
-        )
-    if ties_output_layer(model):
-        errors.append(
-            SetupError(
-                "model.name",
-                f"= {model!r} ties its output layer to its input embeddings, and vLLM 0.32's "
-                "in-place reload leaves a tied output layer at the weights the server started "
-                "with (measured): the policy served after the first update would be half old",
-                "sample in process (drop [inference]), or train a model whose config.json has "
-                "tie_word_embeddings = false",
-            )
         )
     flags = _engine_flags(vllm, errors)
     cpu_env: dict[str, str] = {}

@@ -62,7 +62,8 @@ class FileSystemBroadcast:
         target = broadcast_dir(self.run_dir, step)
         if self.world.is_main and target.exists():
             shutil.rmtree(target)  # a stale, unmarked copy from before a restart
-        export_weights(self.model, target, self.export, is_main=self.world.is_main)
+        # a tied weight under every name: vLLM's reload needs the output layer named
+        export_weights(self.model, target, self.export, is_main=self.world.is_main, untie=True)
         if self.world.is_main:
             (target / READY).touch()
             for old in ready_steps(self.run_dir)[: -self.keep]:
