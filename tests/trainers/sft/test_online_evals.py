@@ -19,6 +19,7 @@ from helpers.processes import ended, sigterm_while_the_server_starts, use_stand_
 from helpers.sft_support import losses, metrics, run_dir
 
 from trainspec.config import load
+from trainspec.trainers.builtin import builtin_model_dir
 from trainspec.trainers.chat.prompts import prompt_renderer
 from trainspec.trainers.errors import SetupError, SetupErrors
 from trainspec.trainers.orchestrator.evals import evaluate
@@ -188,6 +189,8 @@ def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in)
 
     settings = {
         "max_steps": 2,
+        # a model directory: the built-in name's weights are the trainer's, served by nothing
+        "model.name": str(builtin_model_dir("builtin:tiny-qwen3")),
         "deployment.num_infer_gpus": 1,
         "inference": {"server": {"port": free_port()}},
         "eval": {"interval": 2, "num_examples": 2, "source": [{"name": "rt", "env": RT}]},
@@ -237,7 +240,7 @@ def test_the_reference_reverse_text_config_runs_here_evaluating_in_process(tmp_p
     with caplog.at_level(logging.INFO, logger="trainspec"):
         assert train(config) == 0
     said = caplog.text
-    assert "[inference] asks for a vLLM server on 1 GPU(s); this machine has no GPU" in said
+    assert "[inference] asks for a vLLM server on 1 GPU(s); none was started" in said
     assert "run in this process, on the training model's own weights" in said
     assert sorted(evaluated(config)) == [0, 2]  # the start and the end (interval 25)
 

@@ -36,7 +36,7 @@ from ..serving.gpus import trainer_gpus, visible_gpus
 from ..serving.inference_server import InferenceServer
 from ..serving.vllm_plan import InferencePlan, served, vllm_plan
 from ..wire.broadcast import stale_dirs
-from .refusals import check_launch, say_inference, serves_inference
+from .refusals import check_launch, has_gpu, say_inference, serves_inference
 from .summary import summarize
 
 POLL_S = 0.2
@@ -157,7 +157,8 @@ def launch(config) -> int:
     try:  # the trainer's lock, held for it (lock.INHERITED); the orchestrator takes its own
         check_launch(config)
         model_source(config.trainer.model.name, "model.name")  # both sides would refuse it
-        plan = vllm_plan(config, run_dir, on_gpu=True) if serves_inference(config) else None
+        on_gpu = serves_inference(config) and has_gpu()
+        plan = vllm_plan(config, run_dir, on_gpu=on_gpu) if serves_inference(config) else None
         if plan is not None:
             config = served(config, plan)
         if config.dry_run:
@@ -176,7 +177,9 @@ def launch(config) -> int:
         if plan is not None:
             for note in plan.notes:
                 say(f"[inference]: {note}")
-            say(f"starting vLLM on GPU(s) {plan.env['CUDA_VISIBLE_DEVICES']}: {plan.log_path}")
+            devices = plan.env.get("CUDA_VISIBLE_DEVICES")
+            where = f"on GPU(s) {devices}" if on_gpu else "(its CPU build)"
+            say(f"starting vLLM {where}: {plan.log_path}")
             try:
                 server = InferenceServer(plan).start()
                 timeout = config.orchestrator.model.client.wait_for_ready_timeout
@@ -201,7 +204,7 @@ def launch(config) -> int:
         trainer = subprocess.Popen(
             trainer_command(config, paths["trainer"]),
             start_new_session=True,
-            env={**os.environ, **(trainer_devices(config) if server is not None else {})},
+            env={**os.environ, **(trainer_devices(config) if on_gpu else {})},
         )
         children.append(trainer)
         code = supervise(trainer, orchestrator, stop, server)

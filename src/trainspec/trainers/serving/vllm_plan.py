@@ -24,7 +24,8 @@ files that name it once, vLLM's reload leaves it at the weights the server start
 On a machine without a GPU the same command starts vLLM's CPU build, with what it needs there
 derived unless set: `--dtype float32` (the trainer's precision on CPU, so both sides compute the
 same log-probabilities), `--max-model-len` = the run's seq_len, `--gpu-memory-utilization 0.1`
-(on CPU the share of host memory vLLM may take; its default is refused on a shared machine) and
+(on CPU the share of host memory vLLM may take; its default is refused on a shared machine),
+`--no-enable-chunked-prefill` (seeded requests fail on CPU when a prefill is cut in chunks) and
 1 GiB of KV cache (`VLLM_CPU_KVCACHE_SPACE`, in inference.env_vars to change it).
 
 It listens on 127.0.0.1 unless `inference.server.host` says otherwise (dev mode lets whoever
@@ -121,6 +122,10 @@ def cpu_settings(vllm, env_vars, seq_len: int) -> tuple[list[str], dict[str, str
         flags += ["--max-model-len", str(seq_len)]
     if vllm.gpu_memory_utilization == defaults.gpu_memory_utilization:
         flags += ["--gpu-memory-utilization", "0.1"]
+    if "enable_chunked_prefill" not in (vllm.model_extra or {}):
+        # a seeded request whose prefill is cut in chunks fails on CPU ("CPU Generator does not
+        # use offset", vLLM 0.32): every prompt is prefilled whole
+        flags.append("--no-enable-chunked-prefill")
     env = {} if "VLLM_CPU_KVCACHE_SPACE" in env_vars else {"VLLM_CPU_KVCACHE_SPACE": "1"}
     said = " ".join(flags + [f"{k}={v}" for k, v in env.items()])
     return flags, env, f"no GPU: vLLM's CPU build{', with ' + said if said else ''}"

@@ -1,6 +1,7 @@
-"""The inference server `sft` starts for its online evals: `[inference]` on a GPU machine.
+"""The inference server `sft` starts for its online evals: `[inference]` on a GPU machine, or
+on CPU with vLLM's CPU build installed.
 
-    server = start_eval_server(config, run_dir)   # None: no [eval] + [inference], or no GPU
+    server = start_eval_server(config, run_dir)   # None: no [eval] + [inference], no vLLM
     ...train, its rank 0 evaluating through the server (online_evals.Served)...
     server.stop()
 
@@ -22,11 +23,12 @@ import signal
 import sys
 from pathlib import Path
 
+from ..builtin import is_builtin
 from ..errors import SetupError
 from ..process.signals import SignalFlag
 from ..serving.gpus import trainer_gpus, visible_gpus
 from ..serving.inference_server import InferenceServer
-from ..serving.vllm_plan import server_plan
+from ..serving.vllm_plan import server_plan, vllm_installed
 from .online_evals import SERVER_ENV
 
 
@@ -37,13 +39,18 @@ def has_gpu() -> bool:
 
 
 def serves(config) -> bool:
-    """Whether `sft` starts [inference]'s server: online evals with [inference], on a GPU."""
-    return config.eval is not None and config.inference is not None and has_gpu()
+    """Whether `sft` starts [inference]'s server: online evals with [inference], on a GPU or
+    with vLLM's CPU build installed, for a model with weight files (not the built-in one, whose
+    weights the trainer initialises)."""
+    if config.eval is None or config.inference is None or is_builtin(config.model.name):
+        return False
+    return has_gpu() or vllm_installed()
 
 
 def trainer_devices(config) -> str | None:
-    """The trainer's CUDA_VISIBLE_DEVICES, after the server's GPUs; None when it shares them."""
-    return trainer_gpus(config.deployment, visible_gpus(), "sft")
+    """The trainer's CUDA_VISIBLE_DEVICES, after the server's GPUs; None when it shares them
+    (or there is no GPU)."""
+    return trainer_gpus(config.deployment, visible_gpus(), "sft") if has_gpu() else None
 
 
 def _check_model(server: InferenceServer, config) -> None:
@@ -83,14 +90,15 @@ def start_eval_server(config, run_dir: Path) -> InferenceServer | None:
         run_dir=run_dir,
         command="sft",
         seq_len=config.model.seq_len,
-        on_gpu=True,  # serves() asks for a GPU
+        on_gpu=has_gpu(),
     )
     plan.base_url = config.eval.client.base_url  # the rules derive it from inference.server
     plan.timeout_field = "eval.client.wait_for_ready_timeout"
     for note in plan.notes:
         sys.stderr.write(f"sft: [inference]: {note}\n")
-    gpus = plan.env["CUDA_VISIBLE_DEVICES"]
-    sys.stderr.write(f"sft: starting vLLM on GPU(s) {gpus} for the online evals: {plan.log_path}\n")
+    gpus = plan.env.get("CUDA_VISIBLE_DEVICES")
+    where = f"on GPU(s) {gpus}" if gpus is not None else "(its CPU build)"
+    sys.stderr.write(f"sft: starting vLLM {where} for the online evals: {plan.log_path}\n")
     server = InferenceServer(plan).start()
     stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # a stop while it comes up
     try:

@@ -235,8 +235,9 @@ class OnlineEvals:
         if config.inference is not None and not isinstance(self.policy, Served):
             gpus = getattr(config.deployment, "num_infer_gpus", 0)
             log.info(
-                "[inference] asks for a vLLM server on %s GPU(s); this machine has no GPU, so "
-                "the evals run in the trainer's process instead",
+                "[inference] asks for a vLLM server on %s GPU(s); none was started (this "
+                "machine has no GPU and vLLM is not installed, or model.name is the built-in "
+                "model, which has no weight files), so the evals run in the trainer's process",
                 gpus,
             )
 

@@ -84,7 +84,9 @@ def online_eval_refusals(config, device_type: str) -> list[SetupError]:
         written = set_by_user(target.inference, bare, "inference")
         if written:
             why = (
-                f"this machine has no GPU ({device_type})"
+                f"no vLLM server was started for it (this machine has no GPU ({device_type}) "
+                "and vLLM is not installed, or model.name is the built-in model, which has no "
+                "weight files)"
                 if device_type != "cuda"
                 else "the sft command starts it, and this run was started without it"
             )

@@ -1,0 +1,185 @@
+"""`rl` with `[inference]` on the real vLLM (its CPU build here, `make install`): the command a
+user runs starts the server, the orchestrator samples from it, and after every step the server
+reloads the trainer's weights, the served weight version following the trainer's steps. While
+the run goes on nothing it started listens beyond loopback; Ctrl-C while it trains leaves no
+vLLM process behind.
+
+Each test starts its own server (about a minute on two busy cores) on a tiny random Qwen3 saved
+as a user's checkpoint (its output layer tied, as the built-in model's is).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_rl_command import BIN, TINY_RUN, records
+
+from trainspec.trainers.builtin import builtin_model_dir
+from trainspec.trainers.serving.vllm_plan import vllm_installed
+
+pytestmark = pytest.mark.skipif(
+    not vllm_installed() and not os.environ.get("CI"),
+    reason="vLLM is not installed (make install installs it)",
+)
+
+RUN_S = 900  # vLLM's start, then a few tiny steps, on two busy cores
+SCHEMA = Path(__file__).resolve().parents[3] / "generated" / "schemas" / "rl.json"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def checkpoint(path: Path) -> Path:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    source = builtin_model_dir("builtin:tiny-qwen3")
+    shutil.copytree(source, path)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(source)).save_pretrained(path)
+    return path
+
+
+def write_run(tmp_path: Path, max_steps: int) -> Path:
+    """The tiny run of test_rl_command on a model with weight files (the trainer trains it
+    whole, as the server serves it), with a bare [inference] on a free port."""
+    text = TINY_RUN.format(
+        schema=SCHEMA, max_steps=max_steps, output_dir=tmp_path / "run", ckpt_interval=1000
+    )
+    text = text.replace('name = "builtin:tiny-qwen3"', f'name = "{checkpoint(tmp_path / "m")}"')
+    text = text.replace("[trainer.model.debug]\nnum_layers = 1\n", "")
+    path = tmp_path / "rl.toml"
+    path.write_text(text + f"\n[inference.server]\nport = {free_port()}\n")
+    return path
+
+
+def descendants(root: int) -> set[int]:
+    """`root` and every process below it, vLLM's own session included (by parent pid)."""
+    parents: dict[int, int] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+        except OSError:
+            continue
+        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        found.update(children)
+        frontier += children
+    return found
+
+
+def listening(pids: set[int]) -> set[str]:
+    """The addresses the processes `pids` listen on (TCP, IPv4 and IPv6), as "addr:port"."""
+    inodes: set[str] = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                address, port = fields[1].split(":")
+                found.add(f"{_address(address)}:{int(port, 16)}")
+    return found
+
+
+def _address(hex_address: str) -> str:
+    raw = bytes.fromhex(hex_address)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1])
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
+    return socket.inet_ntop(socket.AF_INET6, words)
+
+
+LOOPBACK = ("127.0.0.1:", "::1:", "::ffff:127.0.0.1:")
+
+
+def test_rl_samples_from_vllm_and_the_served_weights_follow_the_trainer(tmp_path):
+    config = write_run(tmp_path, max_steps=3)
+    process = subprocess.Popen(
+        [str(BIN / "rl"), str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    seen: set[str] = set()
+    deadline = time.monotonic() + RUN_S
+    while process.poll() is None and time.monotonic() < deadline:
+        seen |= listening(descendants(process.pid))
+        time.sleep(1)
+    if process.poll() is None:
+        process.kill()
+    out, err = process.communicate()
+    run = tmp_path / "run"
+    log = (run / "logs" / "inference.log").read_text()
+    assert process.returncode == 0, f"{err}\n--- inference.log:\n{log[-3000:]}"
+    assert "starting vLLM (its CPU build)" in err and "vLLM serves" in err
+    assert seen, "nothing listened: the check could not fail"
+    assert all(address.startswith(LOOPBACK) for address in seen), seen
+    assert [r["step"] for r in records(run / "metrics.jsonl")] == [1, 2, 3]
+    orchestrator = records(run / "orchestrator" / "metrics.jsonl")
+    assert [r["policy_step"] for r in orchestrator if "policy_step" in r] == [0, 1, 2]
+    # every weights update went through vLLM's routes, the version checked after each
+    versions = log.count('"POST /update_weight_version HTTP/1.1" 200')
+    assert versions >= 3 and log.count('"GET /weight_info HTTP/1.1" 200') == versions
+    sampler = json.loads((run / "rl-orchestrator.json").read_text())["sampler"]
+    assert sampler["type"] == "openai" and sampler["reload_path"] == "/collective_rpc"
+
+
+def test_ctrl_c_while_training_leaves_no_vllm_process(tmp_path):
+    config = write_run(tmp_path, max_steps=10_000)
+    process = subprocess.Popen(
+        [str(BIN / "rl"), str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # Ctrl-C reaches the terminal's foreground group: rl's own
+    )
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    deadline = time.monotonic() + RUN_S
+    while not records(metrics) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(1)
+    assert records(metrics), "no step was trained"
+    tree = descendants(process.pid)
+    assert any(b"vllm.entrypoints" in _cmdline(pid) for pid in tree), "vLLM is not running"
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        _, err = process.communicate(timeout=RUN_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    assert process.returncode is not None
+    left = [pid for pid in tree if _alive(pid)]
+    assert not left, f"left running: {[_cmdline(pid) for pid in left]}\n{err}"
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
