@@ -32,6 +32,10 @@ AdamW lr 3e-4, gradient clipping at 1.0, the DPPO loss.
            --no-trainer.ckpt`, SIGTERM at the budget (it stops cleanly); its trainer's
            metrics.jsonl gives per step the end time and the mean reward of the step's samples.
            Held-out evaluation and checkpoints are off because TRL does neither here.
+    - rl-vllm: the same with configs/rl/demo-vllm.toml, where `rl` samples on the vLLM server
+           it starts (vLLM's CPU build without a GPU; its start is inside the budget). Run
+           when vLLM is installed; said as skipped otherwise. No target: the samplers'
+           figures side by side.
     - trl: scripts/bench_rl_peers.py trl: GRPOTrainer on the same weights and tokenizer, the same
            prompts in the same order (the orchestrator's seeded Task stream, conversational, so
            TRL applies the same chat template: the script checks the prompt ids are identical),
@@ -98,10 +102,11 @@ from bench_common import child_env, last_line, print_table, ratio, run_child, ve
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT / "scripts" / "bench_rl_peers.py"
 DEMO = ROOT / "configs" / "rl" / "demo.toml"
+DEMO_VLLM = ROOT / "configs" / "rl" / "demo-vllm.toml"  # the same run, sampled on vLLM
 SFT_CONFIG = ROOT / "configs" / "rl" / "demo-sft.toml"
 SFT_WEIGHTS = ROOT / "outputs" / "rl-demo-sft" / "checkpoints" / "latest" / "weights"
 SIDES = ("ours", "hand")
-APPROACHES = ("rl", "trl")
+APPROACHES = ("rl", "rl-vllm", "trl")  # rl-vllm: when vLLM is installed
 SAMPLES_PER_STEP = 128  # configs/rl/demo.toml: orchestrator.batch_size
 TARGET_STEP = 0.95
 LOSS_TOLERANCE = 1e-4
@@ -112,7 +117,7 @@ STEP_COLUMNS = (
     ("real tok/s", ">10"), ("x hand", ">7"), ("loss step 1", ">12"), ("grad norm 1", ">11"),
 )  # fmt: skip
 E2E_COLUMNS = (
-    ("run", "<4"), ("steps", ">5"), ("startup s", ">9"), ("samples/s", ">9"), ("steady", ">7"),
+    ("run", "<7"), ("steps", ">5"), ("startup s", ">9"), ("samples/s", ">9"), ("steady", ">7"),
     ("reward first10 -> last10", ">24"), ("wall s", ">7"), ("CPU s", ">6"), ("load", ">9"),
 )  # fmt: skip
 
@@ -235,9 +240,9 @@ def report_a(result: dict | None, reason: str | None, args) -> dict:
 # -- (b) end to end ------------------------------------------------------------------------------
 
 
-def rl_command(output_dir: Path) -> list[str]:
+def rl_command(output_dir: Path, config: Path = DEMO) -> list[str]:
     return [
-        str(Path(sys.executable).with_name("rl")), str(DEMO), "--max-steps", "100000",
+        str(Path(sys.executable).with_name("rl")), str(config), "--max-steps", "100000",
         "--output-dir", str(output_dir), "--no-orchestrator.eval", "--no-trainer.ckpt",
     ]  # fmt: skip
 
@@ -285,13 +290,15 @@ def run_e2e(
     print(f"(b) {which} #{round_}: {args.budget_s:.0f} s budget ...", end=" ", flush=True)
     load = os.getloadavg()[0]
     try:
-        if which == "rl":  # a run directory of its own each round (a reused one resumes)
-            output_dir = workdir / f"rl-out-{round_}"
-            log = workdir / f"rl-{round_}.log"
+        if which.startswith("rl"):  # a run directory of its own each round (one reused resumes)
+            output_dir = workdir / f"{which}-out-{round_}"
+            log = workdir / f"{which}-{round_}.log"
             stop_at = time.time() + args.budget_s
+            config = DEMO_VLLM if which == "rl-vllm" else DEMO
             run = run_child(
-                rl_command(output_dir), env, log, timeout_s=CHILD_TIMEOUT_S, stop_at=stop_at
-            )
+                rl_command(output_dir, config), env, log, timeout_s=CHILD_TIMEOUT_S,
+                stop_at=stop_at,
+            )  # fmt: skip
             if run["code"] != 0:
                 raise RuntimeError(f"exit {run['code']}: {last_line(log)}")
             steps, notes = rl_steps(output_dir), []
@@ -335,14 +342,14 @@ def report_b(results: dict[str, dict], failures: dict[str, str], args) -> dict:
         f"lr 3e-4, OMP_WAIT_POLICY {policy}"
     )
     both = [results[a]["steps"] for a in APPROACHES if a in results]
-    common = min(both) if len(both) == 2 else None
+    common = min(both) if len(both) >= 2 else None
     at = f"@step {common}" if common else "@common"
     columns = (*E2E_COLUMNS[:6], (at, ">11"), *E2E_COLUMNS[6:])
     rows: list[list[str] | str] = []
     for which in APPROACHES:
         s = results.get(which)
         if s is None:
-            rows.append(f"{which:<4} {failures.get(which, 'skipped')}")
+            rows.append(f"{which:<7} {failures.get(which, 'skipped')}")
             continue
         common_reward = "-"
         if common:
@@ -411,6 +418,12 @@ def report_targets(a: dict, b: dict, parts: str) -> None:
         )
 
 
+def vllm_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--repeats", type=int, default=20, help="(a) timed steps per side")
@@ -440,9 +453,13 @@ def main() -> int:
     if "a" in parts:
         a_result, a_reason = run_part_a(args, top, env)
     if "b" in parts:
-        rounds: dict[str, list[dict]] = {which: [] for which in APPROACHES}
+        approaches = APPROACHES if vllm_installed() else tuple(a for a in APPROACHES
+                                                             if a != "rl-vllm")  # fmt: skip
+        if "rl-vllm" not in approaches:
+            failures["rl-vllm"] = "skipped: vLLM is not installed (make install installs it)"
+        rounds: dict[str, list[dict]] = {which: [] for which in approaches}
         for round_ in range(1, args.rounds + 1):
-            order = APPROACHES if round_ % 2 else APPROACHES[::-1]
+            order = approaches if round_ % 2 else approaches[::-1]
             for which in order:
                 summary, why = run_e2e(which, args, top, env, round_)
                 if summary is None:

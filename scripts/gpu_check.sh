@@ -45,7 +45,6 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from trainspec.trainers.builtin import builtin_model_dir
 source = builtin_model_dir("builtin:tiny-qwen3")
 config = AutoConfig.from_pretrained(source)
-config.tie_word_embeddings = False  # vLLM's in-place reload leaves a tied output layer behind
 AutoModelForCausalLM.from_config(config).save_pretrained(sys.argv[1])
 AutoTokenizer.from_pretrained(source).save_pretrained(sys.argv[1])
 PY
