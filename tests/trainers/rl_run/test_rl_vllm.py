@@ -143,7 +143,8 @@ def test_rl_samples_from_vllm_and_the_served_weights_follow_the_trainer(tmp_path
     assert sampler["type"] == "openai" and sampler["reload_path"] == "/collective_rpc"
 
 
-def test_ctrl_c_while_training_leaves_no_vllm_process(tmp_path):
+def training(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
+    """`rl` on a long run, once its first step is trained; with the processes it runs then."""
     config = write_run(tmp_path, max_steps=10_000)
     process = subprocess.Popen(
         [str(BIN / "rl"), str(config)],
@@ -157,7 +158,11 @@ def test_ctrl_c_while_training_leaves_no_vllm_process(tmp_path):
     while not records(metrics) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(1)
     assert records(metrics), "no step was trained"
-    tree = descendants(process.pid)
+    return process, descendants(process.pid)
+
+
+def test_ctrl_c_while_training_leaves_no_vllm_process(tmp_path):
+    process, tree = training(tmp_path)
     assert any(b"vllm.entrypoints" in _cmdline(pid) for pid in tree), "vLLM is not running"
     os.killpg(process.pid, signal.SIGINT)
     try:
@@ -183,3 +188,22 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+def test_a_server_killed_mid_run_stops_the_run_saying_so_and_leaves_no_process(tmp_path):
+    """vLLM's API server SIGKILLed while the run trains (an OOM killer, an operator): `rl` says
+    the server exited, stops both sides (the trainer saves first) and exits 1; nothing of the
+    run is left, vLLM's engine processes (the dead server's group) included."""
+    process, tree = training(tmp_path)
+    (api_server,) = [pid for pid in tree if b"vllm.entrypoints.openai.api_server" in _cmdline(pid)]
+    assert len([pid for pid in tree if _alive(pid)]) > 3  # the engine's processes too
+    os.kill(api_server, signal.SIGKILL)
+    try:
+        _, err = process.communicate(timeout=RUN_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    assert process.returncode == 1, err
+    assert "the vLLM server exited with code -9" in err
+    left = [pid for pid in tree if _alive(pid)]
+    assert not left, f"left running: {[_cmdline(pid) for pid in left]}\n{err}"

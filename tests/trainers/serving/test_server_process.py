@@ -57,3 +57,18 @@ def test_stopping_a_server_that_has_exited_or_never_started_does_nothing(tmp_pat
     done.process.wait(timeout=60)
     done.stop(grace_s=1.0)
     assert done.poll() == 0 and done.log_tail() == ["bye"]
+
+
+def test_a_server_killed_from_outside_has_the_children_it_left_stopped(tmp_path):
+    """SIGKILL to the server alone (the OOM killer): its child lives on in its group, and
+    stopping the server ends it (the group's processes that started before the server was seen
+    ended are signalled one by one: its id could later name another group)."""
+    import os
+    import signal
+
+    server, child = started(tmp_path, "killed", "exit")
+    os.kill(server.process.pid, signal.SIGKILL)
+    server.process.wait(timeout=60)
+    assert server.poll() == -9 and not ended(child)  # left behind: the check can fail
+    server.stop(grace_s=3.0)
+    assert ended(child)

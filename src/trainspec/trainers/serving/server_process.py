@@ -32,6 +32,7 @@ class ServerProcess:
         self.log_path = Path(log_path)
         self.env = env
         self.process: subprocess.Popen | None = None
+        self.ended_at: float | None = None  # boot clock when it was first seen ended
 
     def start(self) -> ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,7 +47,10 @@ class ServerProcess:
         return self
 
     def poll(self) -> int | None:
-        return None if self.process is None else self.process.poll()
+        code = None if self.process is None else self.process.poll()
+        if code is not None and self.ended_at is None:
+            self.ended_at = time.clock_gettime(time.CLOCK_BOOTTIME)
+        return code
 
     def log_tail(self, lines: int = 15) -> list[str]:
         """The last `lines` lines of its log ([] when there is none to read)."""
@@ -61,33 +65,55 @@ class ServerProcess:
 
 
 def stop_all(servers: Iterable[ServerProcess], grace_s: float) -> None:
-    """SIGTERM to every running server's process group, then one shared wait of `grace_s`,
-    then SIGKILL to what is left; every process is reaped."""
-    running = [s.process for s in servers if s.process is not None and s.process.poll() is None]
-    for process in running:
-        _signal_group(process, signal.SIGTERM)
+    """SIGTERM to every server's process group, then one shared wait of `grace_s`, then SIGKILL
+    to what is left; the servers are reaped. A server killed from outside (the OOM killer)
+    leaves its workers (vLLM's engine core) behind in its group: they are signalled too, those
+    of them that started before it was seen ended (its group id could name another group once
+    they are all gone)."""
+    started = [s for s in servers if s.process is not None]
+    for server in started:
+        server.poll()  # notes when a server already ended
+        _signal(server, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    for process in running:
+    for server in started:
+        process = server.process
+        assert process is not None
         try:
             process.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            _signal_group(process, signal.SIGKILL)
+            _signal(server, signal.SIGKILL)
             process.wait()
+        server.poll()
         # the rest of its group (vLLM's engine core outlives its API server by a moment): gone
         # within the same grace period, or killed
-        while _group_alive(process) and time.monotonic() < deadline:
+        while _members(server) and time.monotonic() < deadline:
             time.sleep(0.1)
-        _signal_group(process, signal.SIGKILL)
+        _signal(server, signal.SIGKILL)
 
 
-def _group_alive(process: subprocess.Popen) -> bool:
-    try:
-        os.killpg(process.pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+def _members(server: ServerProcess) -> list[int]:
+    """The live processes of the server's group that started before it was seen ended."""
+    assert server.process is not None
+    group, ticks = server.process.pid, os.sysconf("SC_CLK_TCK")
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, pgrp, start = fields[0], int(fields[2]), int(fields[19]) / ticks
+        before_its_end = server.ended_at is None or start <= server.ended_at
+        if pgrp == group and state not in ("Z", "X") and before_its_end:
+            found.append(int(entry))
+    return found
 
 
-def _signal_group(process: subprocess.Popen, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):  # it exited meanwhile; wait() reaps it
-        os.killpg(process.pid, signum)
+def _signal(server: ServerProcess, signum: signal.Signals) -> None:
+    assert server.process is not None
+    if server.ended_at is None:  # its leader lives: the group id is its own
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.process.pid, signum)
+        return
+    for pid in _members(server):
+        with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+            os.kill(pid, signum)
