@@ -418,12 +418,6 @@ def report_targets(a: dict, b: dict, parts: str) -> None:
         )
 
 
-def vllm_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("vllm") is not None
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--repeats", type=int, default=20, help="(a) timed steps per side")
@@ -453,6 +447,8 @@ def main() -> int:
     if "a" in parts:
         a_result, a_reason = run_part_a(args, top, env)
     if "b" in parts:
+        from trainspec.trainers.serving.vllm_plan import vllm_installed
+
         approaches = APPROACHES if vllm_installed() else tuple(a for a in APPROACHES
                                                              if a != "rl-vllm")  # fmt: skip
         if "rl-vllm" not in approaches:
