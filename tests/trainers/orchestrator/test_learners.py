@@ -251,3 +251,43 @@ def test_echo_with_a_filter_is_refused(tokenizer):
         build_learner(algo(echo), "orchestrator.algo", "s", Context(tokenizer))
     assert caught.value.path == "orchestrator.algo.filter"
     assert "narrows which environment tokens" in caught.value.problem
+
+
+def test_a_served_teacher_at_a_temperature_other_than_1_is_refused_at_start(teacher, tokenizer):
+    """A server's prompt_logprobs are unscaled (vLLM's, and the model server's alike): opd's
+    advantages would compare them with log-probabilities sampled at 0.7."""
+    from trainspec.trainers.orchestrator.sources import train_sources
+
+    table = {"type": "opd", "teacher": {"name": "teacher", "base_url": teacher.base_url}}
+    source = {"env": {"taskset": {"id": "builtin:reverse-text"}}}
+    overrides = {"model.name": "builtin:tiny-qwen3", "algo": table, "train.source": [source]}
+    for temperature, refused in ((0.7, True), (1.0, False)):
+        config = load(
+            "orchestrator", [], {**overrides, "train.sampling.temperature": temperature}
+        ).config
+        if not refused:
+            for source in train_sources(config, tokenizer):
+                source.learner.close()
+            continue
+        with pytest.raises(SetupError) as caught:
+            train_sources(config, tokenizer)
+        assert caught.value.path == "orchestrator.train.sampling.temperature"
+        assert "= 0.7: orchestrator.algo scores tokens" in caught.value.problem
+        assert "unscaled" in caught.value.problem and "temperature = 1.0" in caught.value.fix
+
+
+def test_a_server_scores_at_temperature_1_only(teacher, tokenizer):
+    from trainspec.trainers.orchestrator.sampling.openai_client import OpenAISampler
+
+    sampler = OpenAISampler(
+        teacher.base_url, "teacher", tokenizer, 0, field="orchestrator.algo.teacher"
+    )
+    try:
+        with pytest.raises(SetupError) as caught:
+            sampler.score([[3, 4, 5]], [[6, 7]], temperature=0.7)
+        assert caught.value.path == "orchestrator.algo.teacher"
+        (got,) = sampler.score([[3, 4, 5]], [[6, 7]], temperature=1.0)
+        (want,) = teacher.sampler.score([[3, 4, 5]], [[6, 7]], temperature=1.0)
+        assert got == pytest.approx(want, abs=1e-5)
+    finally:
+        sampler.close()

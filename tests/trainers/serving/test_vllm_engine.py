@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 import torch
+from helpers.ports import free_port
 
 from trainspec.generated.inference import InferenceConfig
 from trainspec.trainers.builtin import builtin_model_dir
@@ -43,12 +43,6 @@ READY_S = 900.0  # a first start compiles nothing on CPU, but two busy cores are
 TOLERANCE = 1e-4  # |vLLM log-prob - Hugging Face log-prob|, float32 on both sides
 SEQ_LEN = 256
 SERVED = "tiny"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def random_model(seed: int):
@@ -156,16 +150,27 @@ def test_sampled_tokens_and_logprobs_are_the_hf_models(engine):
 
 def test_scored_tokens_are_the_hf_models_unscaled_whatever_the_temperature(engine):
     """vLLM's prompt_logprobs are of the raw distribution: the request's temperature scales
-    the sampled tokens' log-probs only (--logprobs-mode processed_logprobs), not these."""
+    the sampled tokens' log-probs only (--logprobs-mode processed_logprobs), not these. So the
+    sampler scores at temperature 1 and refuses another (openai_client.py)."""
     completions = [[5, 6, 7, 8], [9, 10]]
     model = engine.hf(engine.a)
-    for temperature in (1.0, 0.7):
-        scored = engine.sampler.score(engine.prompts, completions, temperature=temperature)
-        for prompt, completion, got in zip(engine.prompts, completions, scored, strict=True):
-            raw = hf_logprobs(model, prompt, completion, 1.0)
-            assert max(abs(a - b) for a, b in zip(got, raw, strict=True)) < TOLERANCE
-            scaled = hf_logprobs(model, prompt, completion, 0.7)
-            assert max(abs(a - b) for a, b in zip(raw, scaled, strict=True)) > 100 * TOLERANCE
+    scored = engine.sampler.score(engine.prompts, completions, temperature=1.0)
+    for prompt, completion, got in zip(engine.prompts, completions, scored, strict=True):
+        raw = hf_logprobs(model, prompt, completion, 1.0)
+        assert max(abs(a - b) for a, b in zip(got, raw, strict=True)) < TOLERANCE
+    prompt, completion = engine.prompts[0], completions[0]
+    body = {"model": SERVED, "prompt": prompt + completion, "max_tokens": 1, "temperature": 0.7,
+            "prompt_logprobs": 0}  # fmt: skip
+    answer = httpx.post(f"{engine.plan.base_url}/completions", json=body, timeout=60).json()
+    entries = answer["choices"][0]["prompt_logprobs"][len(prompt) :]
+    got = [entry[str(token)]["logprob"] for entry, token in zip(entries, completion, strict=True)]
+    raw = hf_logprobs(model, prompt, completion, 1.0)
+    scaled = hf_logprobs(model, prompt, completion, 0.7)
+    assert max(abs(a - b) for a, b in zip(got, raw, strict=True)) < TOLERANCE
+    assert max(abs(a - b) for a, b in zip(raw, scaled, strict=True)) > 100 * TOLERANCE
+    with pytest.raises(SetupError) as caught:
+        engine.sampler.score(engine.prompts, completions, temperature=0.7)
+    assert "unscaled" in caught.value.problem
 
 
 def test_the_kv_cache_usage_is_read_from_the_real_metrics(engine):
@@ -173,6 +178,43 @@ def test_the_kv_cache_usage_is_read_from_the_real_metrics(engine):
         load = metrics_reader([server_root(engine.plan.base_url)], client)()
     assert load is not None and 0.0 <= load.kv_usage <= 1.0
     assert load.capacity_tokens is not None and load.capacity_tokens >= SEQ_LEN
+
+
+def test_a_verifiers_episode_plays_on_the_engines_token_route(engine):
+    """verifiers' train client renders the taskset's chat and calls /inference/v1/generate
+    (--enable-scale-out): the episode's prompt is the chat template's, and its sampled tokens
+    carry the served model's log-probs of them."""
+    pytest.importorskip("verifiers", reason="the envs extra: pip install 'trainspec[envs]'")
+    from trainspec.trainers.chat.tasks import reverse_text, template_prompt_ids
+    from trainspec.trainers.orchestrator.environments.verifiers_env import EnvPlayer, EnvTask
+
+    player = EnvPlayer(engine.tokenizer, None, max_inflight=None)
+    try:
+        env = {"taskset": {"id": "trainspec-reverse-text"},
+               "agent": {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}}  # fmt: skip
+        task = EnvTask.from_env(env, "orchestrator.train.source[0].env", player, seed=0)
+        prompts = task.first(2)
+        played = task.rollouts(prompts, 2, engine.sampler, temperature=1.0, max_tokens=12, seed=0)
+    finally:
+        player.close()
+    model = engine.hf(engine.a)
+    sampled = 0
+    for prompt, (group, rewards) in zip(prompts, played, strict=True):
+        (text,) = prompt.task.data.texts
+        messages = [{"role": "system", "content": reverse_text.SYSTEM_PROMPT},
+                    {"role": "user", "content": text}]  # fmt: skip
+        assert len(group) == 2 and len(rewards) == 2
+        for completion in group:
+            assert completion.prompt_ids == template_prompt_ids(engine.tokenizer, messages)
+            assert completion.token_ids and all(completion.mask)
+            assert len(completion.logprobs) == len(completion.token_ids)
+            expected = hf_logprobs(model, completion.prompt_ids, completion.token_ids, 1.0)
+            assert (
+                max(abs(a - b) for a, b in zip(completion.logprobs, expected, strict=True))
+                < TOLERANCE
+            )
+            sampled += len(expected)
+    assert sampled >= 8
 
 
 def served_logprobs(engine) -> list[list[float]]:

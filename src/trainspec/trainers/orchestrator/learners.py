@@ -165,6 +165,14 @@ class Imitated:
             self.sampler.close()
 
 
+def scores_on_server(learner: Learner | None, policy_on_server: bool) -> bool:
+    """Whether `learner` scores tokens through a server (opd's teacher there; opsd with the
+    policy there), whose prompt_logprobs are of the unscaled distribution."""
+    if isinstance(learner, Taught):
+        return getattr(learner.teacher, "base_url", None) is not None
+    return isinstance(learner, Hinted) and policy_on_server
+
+
 def build_learner(algo, path: str, source_name: str, context) -> Learner:
     """The learner of one algo table. `context` has tokenizer, stop_id, render, max_batch and
     renderer_for(renderer_cfg) (a prompt renderer)."""

@@ -33,7 +33,8 @@ from .environments.data_task import DataTask
 from .environments.players import Players, is_environment, serve_refusals, starts_server
 from .environments.task import PromptStream, Task
 from .environments.verifiers_env import EnvTask
-from .learners import Hinted, Learner, build_learner
+from .learners import Hinted, Learner, build_learner, scores_on_server
+from .sampling.sampler import unscaled_scores
 
 PREFIX = "orchestrator."
 
@@ -197,6 +198,17 @@ def train_sources(
             continue
         if isinstance(learner, Hinted):  # every row needs its demonstration: check the first
             _collect(errors, learner.demonstration, task.at(0))
+        if scores_on_server(learner, not local) and sampling.temperature != 1.0:
+            own = getattr(source.sampling, "temperature", None) is not None
+            where = f"{path}.sampling" if own else f"{PREFIX}train.sampling"
+            problem, fix = unscaled_scores(sampling.temperature)
+            errors.append(
+                SetupError(
+                    f"{where}.temperature",
+                    f"= {sampling.temperature:g}: {algo_path} {problem}",
+                    fix,
+                )
+            )
         if learner is None:
             continue
         built.append(

@@ -15,7 +15,9 @@ be installed in trainspec's environment (`pip install 'trainspec[vllm]'`, or `[v
 `make install` picks one). It runs on the first `deployment.num_infer_gpus` GPUs
 (`CUDA_VISIBLE_DEVICES`; the trainer gets the next ones, gpus.py) on `server.port`, with the
 `[inference.vllm]` engine settings as flags (other keys in that table pass through as
-`--key value`) and log-probs of the processed (temperature-scaled) distribution. After each
+`--key value`), log-probs of the processed (temperature-scaled) distribution, and vLLM's token
+route `/inference/v1/generate` (`--enable-scale-out`), which verifiers environments play through
+(orchestrator/environments/token_route.py). After each
 broadcast the orchestrator reloads the weights through vLLM's own routes
 (orchestrator/sampling/vllm_reload.py), which vLLM serves in its dev mode, switched on here. The
 broadcasts name a tied output layer beside the embeddings (ckpt/hf_export.py, `untie`): from
@@ -264,6 +266,7 @@ def server_plan(
         "--host", bind,
         "--port", str(port),
         "--logprobs-mode", "processed_logprobs",
+        "--enable-scale-out",  # the token route verifiers' train client calls
         *flags,
     ]  # fmt: skip
     env = {

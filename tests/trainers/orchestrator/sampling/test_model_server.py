@@ -62,12 +62,27 @@ def test_greedy_over_http_is_the_in_process_answer(server, local, tokenizer, pro
 
 def test_sampled_logprobs_are_the_servers_own_scores(server, tokenizer, prompts):
     openai = client(server, tokenizer)
-    groups = openai.sample(prompts, 2, temperature=0.7, max_tokens=5, seed=3)
+    groups = openai.sample(prompts, 2, temperature=1.0, max_tokens=5, seed=3)
     assert [len(g) for g in groups] == [2, 2, 2]
     flat = [(p, c) for p, g in zip(prompts, groups, strict=True) for c in g]
-    scores = openai.score([p for p, _ in flat], [c.token_ids for _, c in flat], temperature=0.7)
+    scores = openai.score([p for p, _ in flat], [c.token_ids for _, c in flat], temperature=1.0)
     for (_, c), score in zip(flat, scores, strict=True):
         assert score == pytest.approx(c.logprobs, abs=1e-4)
+
+
+def test_prompt_logprobs_are_unscaled_whatever_the_temperature_as_vllms(server, local, prompts):
+    """vLLM computes prompt_logprobs from the raw logits (tests/trainers/serving/
+    test_vllm_engine.py measures it); the model server answers the same."""
+    body = {"model": "tiny", "prompt": prompts[0], "max_tokens": 1, "prompt_logprobs": 0}
+    answers = [
+        httpx.post(server.base_url + "/completions", json={**body, "temperature": t}).json()
+        for t in (1.0, 0.5)
+    ]
+    (unscaled,) = local.score([prompts[0][:1]], [prompts[0][1:]], temperature=1.0)
+    for answer in answers:
+        entries = answer["choices"][0]["prompt_logprobs"][1:]
+        got = [next(iter(entry.values()))["logprob"] for entry in entries]
+        assert got == pytest.approx(unscaled, abs=1e-5)
 
 
 def test_unseeded_requests_sample_differently(server, prompts):

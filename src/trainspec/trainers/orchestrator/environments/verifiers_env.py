@@ -13,7 +13,8 @@ the policy.
   or a frozen model's). The in-process sampler is served on localhost (serve.ModelServer), so an
   environment runs unchanged on a machine without a GPU.
 * Tokens come from verifiers' train client: it renders every turn with the orchestrator's
-  renderer and calls the token route /inference/v1/generate. A trainable branch of an episode's
+  renderer and calls the token route /inference/v1/generate (through token_route.py, which
+  names each sampled token as the renderers package reads it). A trainable branch of an episode's
   trace is a completion (episode_completions.py); its reward is the trace's.
 * An episode that fails (harness, runtime, endpoint) is left out of its group and counted in
   the log; a step whose every episode failed stops the run with the first error.
@@ -78,26 +79,29 @@ class EnvPlayer:
             return renderer_config("default", {})
         return renderer_config(renderer_cfg.name, variant_settings(renderer_cfg))
 
-    def _endpoint(self, sampler) -> tuple[str, str, dict[str, str]]:
-        """(base URL, model name, headers) of the endpoint that serves `sampler`."""
+    def _endpoint(self, sampler) -> tuple[str, str]:
+        """(base URL, model name) of the loopback endpoint that serves `sampler`: a server
+        sampler's headers (its API key) go on from there."""
         base_url = getattr(sampler, "base_url", None)
-        if base_url is not None:  # a server sampler: its own server
-            return base_url, sampler.model, dict(sampler.headers)
         if id(sampler) not in self._servers:
-            from ..sampling.model_server import ModelServer
+            if base_url is not None:  # a server sampler: its server, in renderers' shape
+                from .token_route import TokenRoute
 
-            self._servers[id(sampler)] = ModelServer(sampler, "policy").start()
+                self._servers[id(sampler)] = TokenRoute(base_url, dict(sampler.headers)).start()
+            else:  # the in-process sampler, served on localhost
+                from ..sampling.model_server import ModelServer
+
+                self._servers[id(sampler)] = ModelServer(sampler, "policy").start()
         server = self._servers[id(sampler)]
-        return server.base_url, server.name, {}
+        return server.base_url, sampler.model if base_url is not None else server.name
 
     def context(self, sampler, *, temperature: float, max_tokens: int | None):
         import verifiers.v1 as vf
 
-        base_url, model, headers = self._endpoint(sampler)
+        base_url, model = self._endpoint(sampler)
         client = vf.TrainClientConfig(
             base_url=base_url,
-            api_key_var="TRAINSPEC_NO_API_KEY",  # headers carry any key (Authorization)
-            headers=headers,
+            api_key_var="TRAINSPEC_NO_API_KEY",  # the endpoint adds the sampler's key
             renderer=self._renderer,
             renderer_model_name=self._tokenizer_dir,
         )

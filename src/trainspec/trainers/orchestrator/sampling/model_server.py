@@ -9,7 +9,8 @@ It speaks the part of vLLM's API the orchestrator uses, with the same shapes:
 * `GET /health`, `GET /v1/models`;
 * `POST /v1/completions` with token-id (or text) prompts, `n`, `temperature` (0 = greedy),
   `max_tokens`, `seed`, `stop_token_ids`, `logprobs`, `return_tokens_as_token_ids` and
-  `prompt_logprobs` (each prompt token's log-probability, what distillation scores with);
+  `prompt_logprobs` (each prompt token's log-probability under the unscaled distribution,
+  as vLLM computes them whatever the request's temperature: what distillation scores with);
 * `POST /inference/v1/generate` (vLLM's token-in, token-out route, what the `renderers`
   package's client and verifiers' train client call): `token_ids` and `sampling_params`
   (temperature, max_tokens, n, seed, stop_token_ids, logprobs), answered with each choice's
@@ -127,7 +128,7 @@ class ModelServer:
                 if body.get("prompt_logprobs") is not None:
                     scored = self.sampler.score(
                         [p[:1] for p in prompts], [p[1:] for p in prompts],
-                        temperature=temperature or 1.0,
+                        temperature=1.0,  # as vLLM: unscaled, whatever the temperature
                     )  # fmt: skip
             finally:
                 self.sampler.stop_id = saved

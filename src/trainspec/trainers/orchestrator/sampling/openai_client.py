@@ -3,13 +3,10 @@
     sampler = OpenAISampler("http://127.0.0.1:8000/v1", "my-model", tokenizer, stop_id)
 
 One `POST {base_url}/completions` carries every prompt as token ids with `n`, the temperature and
-the seed; vLLM answers prompt-major (choice index = prompt index · n + sample index). Token ids
-come back through vLLM's `return_tokens_as_token_ids` ("token_id:123" strings) and each token's
-log-probability through `logprobs`; text is decoded here with the tokenizer, like LocalSampler.
-
-Log-probabilities at the sampling temperature: start vLLM with `--logprobs-mode
-processed_logprobs` (its default reports the raw logits'). Top-k, top-p, min-p and the repetition
-penalty are sent neutral so a checkpoint's generation_config.json cannot change them.
+the seed; vLLM answers prompt-major (choice index = prompt index · n + sample index), token ids
+as "token_id:123" (`return_tokens_as_token_ids`) with log-probabilities at the temperature
+(`--logprobs-mode processed_logprobs`). Top-k, top-p, min-p and the repetition penalty go
+neutral, whatever a generation_config.json says. `score` reads the unscaled `prompt_logprobs`.
 
 New weights: with `reload_path` (e.g. "/update_weights") `load_weights` POSTs
 {"path": <weights dir>} to the server root + reload_path and waits for the answer; a
@@ -35,7 +32,7 @@ from typing import Any
 
 from ...errors import SetupError
 from .inflight import InflightLimit
-from .sampler import Completion, truncate_at_stop
+from .sampler import Completion, truncate_at_stop, unscaled_scores
 from .vllm_reload import RPC_PATH, reload_weights
 
 FIELD = "sampler.base_url"
@@ -139,7 +136,10 @@ class OpenAISampler:
         self, prompts: list[list[int]], completions: list[list[int]], *, temperature: float
     ) -> list[list[float]]:
         """Each completion's log-probabilities after its prompt, read from vLLM's
-        `prompt_logprobs` of prompt + completion (one generated token, thrown away)."""
+        `prompt_logprobs` of prompt + completion (one generated token, thrown away): of the
+        unscaled distribution whatever the request's temperature, so at temperature 1 only."""
+        if temperature != 1.0:
+            raise SetupError(self.field, *unscaled_scores(temperature))
         if len(prompts) != len(completions):
             raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
         rows = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]

@@ -101,3 +101,15 @@ class CausalLM(Protocol):
     def train(self, mode: bool = True) -> Any: ...
 
     def state_dict(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def unscaled_scores(temperature: float) -> tuple[str, str]:
+    """(problem, fix) of scoring at `temperature` != 1 on a server: a token's log-probability
+    at another temperature needs the whole distribution, which a server does not answer."""
+    return (
+        f"scores tokens at temperature {temperature:g}, and a server's prompt_logprobs (vLLM's) "
+        "are of the unscaled distribution (temperature 1), which the sampled tokens' "
+        "log-probabilities would be compared with",
+        "sample at temperature = 1.0 where a server scores (opd's teacher; opsd's policy on "
+        "[inference] or [orchestrator.sampler]), or score with a model in process",
+    )
