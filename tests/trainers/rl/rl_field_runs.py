@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -29,6 +28,7 @@ from pathlib import Path
 import pytest
 from helpers.field_recorder import FieldRecorder
 from helpers.field_runs import COMPILED, TINY_MODEL, TINY_TRAINER, moe_settings, shared_tables_on
+from helpers.ports import free_port
 from rl_support import metrics, rollout
 
 from trainspec.config import load
@@ -144,12 +144,6 @@ def signals_kept() -> Iterator[None]:
     finally:
         for signum, handler in saved.items():
             signal.signal(signum, handler)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextlib.contextmanager

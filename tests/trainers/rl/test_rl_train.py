@@ -4,12 +4,12 @@ agree, and refusals."""
 
 from __future__ import annotations
 
-import socket
 import threading
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.ports import free_port
 from rl_support import metrics, rollout, send_steps, trainer_config
 from safetensors.torch import load_file
 
@@ -170,12 +170,6 @@ def test_imitated_tokens_train_on_cross_entropy_alone(tmp_path):
     assert record["loss"] == pytest.approx(sum(nll) / len(nll), rel=1e-4)
     assert record["ce_loss"] == pytest.approx(record["loss"])
     assert record["loss_tokens"] == 5
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_zmq_transport_feeds_the_trainer(tmp_path):

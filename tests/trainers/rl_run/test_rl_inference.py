@@ -8,11 +8,11 @@ weight reloads included, are the real-engine tests'."""
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.ports import free_port
 from helpers.processes import STAND_IN, ended, sigterm_while_the_server_starts, use_stand_in
 from test_rl_command import write_config
 
@@ -25,12 +25,6 @@ from trainspec.trainers.serving.inference_server import InferenceServer
 from trainspec.trainers.serving.vllm_plan import VLLM_MODULE, vllm_plan
 
 VLLM_COMMAND = plan_module.vllm_command  # the real one, before any test replaces it
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

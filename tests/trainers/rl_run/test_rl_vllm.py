@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.ports import free_port
 from test_rl_command import BIN, TINY_RUN, records
 
 from trainspec.trainers.builtin import builtin_model_dir
@@ -33,12 +34,6 @@ pytestmark = pytest.mark.skipif(
 
 RUN_S = 900  # vLLM's start, then a few tiny steps, on two busy cores
 SCHEMA = Path(__file__).resolve().parents[3] / "generated" / "schemas" / "rl.json"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def checkpoint(path: Path) -> Path:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.ports import free_port
 from helpers.processes import ended, sigterm_while_the_server_starts, use_stand_in
 from helpers.sft_support import losses, metrics, run_dir
 
@@ -158,12 +158,6 @@ def test_skip_first_step_leaves_out_the_start(tmp_path):
     config = config_of(tmp_path, max_steps=3, eval=settings)
     assert train(config) == 0
     assert sorted(evaluated(config)) == [2, 3]  # no step 0; 2 (the interval), 3 (the end)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

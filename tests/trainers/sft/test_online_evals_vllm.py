@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 
 import pytest
 import torch
+from helpers.ports import free_port
 from test_online_evals import RT, _rows, config_of, evaluate_checkpoint, evaluated, rows, scores
 
 from trainspec.trainers.builtin import builtin_model_dir
@@ -24,12 +24,6 @@ pytestmark = pytest.mark.skipif(
     not vllm_installed() and not os.environ.get("CI"),
     reason="vLLM is not installed (make install installs it)",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_online_evals_sample_on_the_server_sft_starts_with_each_steps_weights(tmp_path, capsys):

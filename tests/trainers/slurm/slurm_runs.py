@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tomlkit
+from helpers.ports import free_port
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[3]
@@ -106,12 +106,6 @@ def write_config(directory: Path, base: dict, changes: dict, slurm: dict) -> Pat
     path = directory / "run.toml"
     path.write_text(tomlkit.dumps(document))
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass

@@ -6,13 +6,13 @@ Real files in tmp_path and real sockets on a free port."""
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.ports import free_port
 
 from trainspec.generated.rollout_transport import FileSystemTransportConfig, ZMQTransportConfig
 from trainspec.trainers.errors import SetupError
@@ -22,12 +22,6 @@ from trainspec.trainers.wire.transport import build_receiver, build_sender
 
 torch.set_num_threads(1)
 WAIT_S = 15.0  # generous: a busy 2-core machine
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(params=["filesystem", "zmq"])

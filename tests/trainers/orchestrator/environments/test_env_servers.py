@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("verifiers", reason="the envs extra: pip install 'trainspec[envs]'")
 
+from helpers.ports import free_port
 from test_verifiers_env import AGENT, PATH, TASKSET, env, play  # noqa: E402
 
 from trainspec.trainers.errors import SetupError, SetupErrors  # noqa: E402
@@ -18,12 +19,6 @@ from trainspec.trainers.orchestrator.environments.env_servers import EnvServers 
 from trainspec.trainers.orchestrator.environments.verifiers_env import EnvTask  # noqa: E402
 
 SOURCE = "orchestrator.train.source[0]"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_a_sized_serve_table_plays_on_a_server_started_for_the_source(
