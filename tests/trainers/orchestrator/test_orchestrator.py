@@ -286,3 +286,47 @@ def test_the_summary_gives_the_held_out_reward_where_there_is_no_exact_match(tmp
     )
     line = summarize(tmp_path)
     assert "held-out reward 0.250 -> 0.500" in line and "exact match" not in line
+
+
+def unloadable_broadcast(run_dir: Path, weights: Path) -> Path:
+    """A broadcast marked ready whose weights are gone (a disk that lost them)."""
+    target = broadcast_dir(run_dir, 0)
+    target.mkdir(parents=True)
+    shutil.copy(weights / "config.json", target)
+    (target / READY).touch()
+    return target
+
+
+def test_a_broadcast_that_does_not_load_is_retried_while_stop_is_still_heard(
+    tmp_path, tokenizer, initial_weights
+):
+    """Each failed load sleeps and asks whether to stop, as any wait does (it was a busy loop
+    that never asked)."""
+    from trainspec.trainers.orchestrator.policy import Policy
+
+    unloadable_broadcast(tmp_path, initial_weights)
+    policy = Policy(small_run(tmp_path, 1), tmp_path, tokenizer, tokenizer.eos_token_id)
+    asked = []
+    result = []
+    waiting = threading.Thread(
+        target=lambda: result.append(policy.wait_for(0, lambda: asked.append(1) or len(asked) > 3)),
+        daemon=True,
+    )
+    waiting.start()
+    waiting.join(WAIT_S)
+    assert result == [False] and len(asked) == 4
+
+
+def test_a_broadcast_that_never_loads_stops_the_run_naming_it(
+    tmp_path, tokenizer, initial_weights, monkeypatch
+):
+    from trainspec.trainers.errors import RunError
+    from trainspec.trainers.orchestrator import policy as policy_module
+
+    monkeypatch.setattr(policy_module, "LOAD_RETRY_S", 0.2)
+    target = unloadable_broadcast(tmp_path, initial_weights)
+    policy = policy_module.Policy(small_run(tmp_path, 1), tmp_path, tokenizer, 0)
+    with pytest.raises(RunError) as caught:
+        policy.wait_for(0, lambda: False)
+    assert caught.value.path == "orchestrator.weight_broadcast"
+    assert f"step 0 ({target}) did not load for 0 s" in caught.value.problem

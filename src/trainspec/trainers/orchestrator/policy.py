@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import SetupError
+from ..errors import RunError, SetupError
 from ..wire.broadcast import broadcast_dir, ready_steps
 from .sampling.inflight import InflightLimit
 from .sampling.local_sampler import LocalSampler
@@ -30,6 +30,7 @@ log = logging.getLogger("trainspec.orchestrator")
 POLL_S = 0.005  # a stat() every 5 ms costs nothing next to a step
 WAIT_NOTE_S = 60.0
 FIRST_WEIGHTS_S = 1200.0  # the reference's wait for the first weights when ckpt sets none
+LOAD_RETRY_S = 60.0  # how long a ready broadcast may fail to load before the run stops
 
 
 def _device(name: str) -> torch.device:
@@ -93,15 +94,20 @@ class Policy:
         ckpt = self.config.ckpt
         limit = ckpt.wait_for_weights_timeout if ckpt is not None else None
         limit = float(limit or FIRST_WEIGHTS_S)
+        failing: tuple[int, float] | None = None  # a broadcast that does not load, since when
         while True:
             steps = ready_steps(self.run_dir)
             if steps and steps[-1] >= max(0, min_step):
-                if steps[-1] > self.step:
-                    try:
-                        self._load(steps[-1])
-                    except (FileNotFoundError, OSError):
-                        continue  # deleted while loading: a newer one is there
-                return True
+                if steps[-1] <= self.step:
+                    return True
+                try:
+                    self._load(steps[-1])
+                    return True
+                except OSError as exc:  # deleted while loading (a newer one is there), or torn
+                    if failing is None or failing[0] != steps[-1]:
+                        failing = (steps[-1], time.monotonic())
+                    elif time.monotonic() - failing[1] > LOAD_RETRY_S:
+                        raise self._unloadable(steps[-1], exc) from None
             if should_stop():
                 return False
             if first and time.monotonic() - started > limit:
@@ -120,6 +126,15 @@ class Policy:
                     self.run_dir,
                 )
             time.sleep(POLL_S)
+
+    def _unloadable(self, step: int, exc: OSError) -> RunError:
+        return RunError(
+            "orchestrator.weight_broadcast",
+            f"the trainer's weights of step {step} ({broadcast_dir(self.run_dir, step)}) "
+            f"did not load for {LOAD_RETRY_S:.0f} s: {exc}",
+            "check the run directory's disk (space, permissions) and the trainer's log; the "
+            "run resumes from its last checkpoint",
+        )
 
     def close(self) -> None:
         if self.sampler is not None:
