@@ -147,6 +147,14 @@ def test_a_token_sized_step_resumes_from_its_written_counts(tokenizer, tmp_path)
         fresh.resume(2)
     assert caught.value.path == "orchestrator.token_batch_size"
     assert "cannot be replayed" in caught.value.problem
+    # a crash tore the line of step 2 as it was written: the resume at step 2 skips it
+    with record.open("a") as file:
+        file.write('{"step": 2, "us')
+    torn = TokenPicker(sources, seed=1, record=record, tokens=256)
+    torn.resume(2)
+    torn.start(2)
+    assert torn.take(6) == steps[2]
+    assert record.read_text().endswith("}\n") and len(record.read_text().splitlines()) == 2
 
 
 ALGOS = [

@@ -8,6 +8,7 @@ weight reloads included, are the real-engine tests'."""
 from __future__ import annotations
 
 import json
+import stat
 import sys
 from pathlib import Path
 
@@ -178,6 +179,8 @@ def test_dry_run_writes_the_server_command(tmp_path, stand_in, monkeypatch):
     ]  # fmt: skip
     assert launch["inference"]["base_url"] == "http://127.0.0.1:8000/v1"
     assert not stand_in.exists()  # started nothing
+    for name in ("rl-launch.json", "rl-trainer.json", "rl-orchestrator.json"):  # env_vars
+        assert stat.S_IMODE((tmp_path / "run" / name).stat().st_mode) == 0o600, name
 
 
 def test_on_cpu_the_plan_derives_what_vllms_cpu_build_needs_unless_set(tmp_path, stand_in):

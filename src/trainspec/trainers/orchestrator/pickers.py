@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import SetupError
+from ..run.atomic_files import read_records, write_atomic
 from .sources import TrainSource
 from .step_batch import StepBatch
 
@@ -135,8 +136,8 @@ class TokenPicker:
         if step == 0:
             self.record.unlink(missing_ok=True)
             return
-        lines = self.record.read_text().splitlines() if self.record.exists() else []
-        counts = {entry["step"]: entry["used"] for entry in map(json.loads, lines)}
+        records = read_records(self.record)  # a line torn by a crash: skipped, said
+        counts = {entry["step"]: entry["used"] for entry in records}
         if step - 1 not in counts or len(counts[step - 1]) != len(self.sources):
             raise SetupError(
                 "orchestrator.token_batch_size",
@@ -146,8 +147,8 @@ class TokenPicker:
                 "(or size steps by batch_size)",
             )
         self._used = list(counts[step - 1])
-        kept = [line for line in lines if json.loads(line)["step"] < step]
-        self.record.write_text("".join(line + "\n" for line in kept))
+        kept = [json.dumps(entry) + "\n" for entry in records if entry["step"] < step]
+        write_atomic(self.record, "".join(kept))
 
     def start(self, step: int) -> None:
         self._rng = random.Random(f"{self.seed}:sources:{step}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..run.atomic_files import write_atomic
 from ..wire.batch import RolloutBatch
 
 
@@ -70,4 +71,4 @@ class TokenExport:
                         )
                     )
         path = self.dir / f"step_{step}.rank_{self.rank}.jsonl"
-        path.write_text("".join(line + "\n" for line in lines))
+        write_atomic(path, "".join(line + "\n" for line in lines))

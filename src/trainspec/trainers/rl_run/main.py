@@ -31,6 +31,7 @@ from trainspec.config import dump_json
 from ..core.model_source import model_source
 from ..errors import SetupError, SetupErrors
 from ..process.signals import SignalFlag
+from ..run.atomic_files import write_atomic
 from ..run.lock import INHERITED, lock_run_dir
 from ..serving.gpus import trainer_gpus, visible_gpus
 from ..serving.inference_server import InferenceServer
@@ -228,7 +229,7 @@ def write_configs(config, run_dir: Path) -> dict[str, Path]:
     paths = {}
     for side in ("trainer", "orchestrator"):
         paths[side] = run_dir / f"rl-{side}.json"
-        paths[side].write_text(dump_json(getattr(config, side)) + "\n")
+        write_atomic(paths[side], dump_json(getattr(config, side)) + "\n", private=True)
     return paths
 
 
@@ -250,7 +251,7 @@ def dry_run(config, run_dir: Path, server: InferencePlan | None = None) -> int:
             "log": str(server.log_path),
             "base_url": server.base_url,
         }
-    (run_dir / "rl-launch.json").write_text(json.dumps(plan, indent=2) + "\n")
+    write_atomic(run_dir / "rl-launch.json", json.dumps(plan, indent=2) + "\n", private=True)
     say(f"dry run: wrote {paths['trainer'].name}, {paths['orchestrator'].name} and rl-launch.json")
     say(f"in {run_dir}; started nothing")
     return 0

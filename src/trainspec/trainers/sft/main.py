@@ -23,6 +23,7 @@ from trainspec.cli.entrypoint import run_entrypoint
 from trainspec.config import dump_json
 
 from ..process.malloc import tune_malloc
+from ..run.atomic_files import write_atomic
 from .deployment import processes, reserved_for_inference
 
 # What makes CPU training fast on a shared machine, set before torch loads (env_vars win).
@@ -125,7 +126,7 @@ def write_launch_config(config, run_dir: Path) -> Path:
     """The resolved config the torchrun workers read."""
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "launch-config.json"
-    config_path.write_text(dump_json(config) + "\n")
+    write_atomic(config_path, dump_json(config) + "\n", private=True)
     return config_path
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import SetupError
+from ...run.atomic_files import write_atomic
 from ...serving.server_process import ServerProcess, stop_all
 
 HOST = "127.0.0.1"
@@ -90,7 +91,7 @@ class EnvServers:
         }
         base = self.run_dir / "envs" / split / name
         base.parent.mkdir(parents=True, exist_ok=True)
-        base.with_suffix(".json").write_text(json.dumps(spec, indent=2) + "\n")
+        write_atomic(base.with_suffix(".json"), json.dumps(spec, indent=2) + "\n", private=True)
         child_env = dict(os.environ)  # its harness programs run with the uv beside python
         child_env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + child_env["PATH"]
         argv = [sys.executable, "-m", __name__, str(base.with_suffix(".json"))]
