@@ -20,6 +20,7 @@ import pytest
 from helpers.support import ROOT
 
 SUMMARY = re.compile(r"^(\d+) cases, (\d+) accepted, (\d+) differences$", re.M)
+TABLES = re.compile(r"^tables drawn: (.*)$", re.M)
 CHECKS = (
     "declared",
     "documents",
@@ -95,6 +96,26 @@ def differences(out: str) -> int:
     return int(SUMMARY.search(out).group(3))
 
 
+def tables_drawn(out: str) -> dict[str, tuple[int, int]]:
+    """kind -> (tables in an accepted document, tables of the schema), from the proof's line
+    `tables drawn: rl 48 of 48, sft 212 of 212`."""
+    line = TABLES.search(out)
+    assert line, out
+    found = re.findall(r"(\w+) (\d+) of (\d+)", line.group(1))
+    return {kind: (int(n), int(of)) for kind, n, of in found}
+
+
+@pytest.fixture
+def proof(monkeypatch):
+    """The proof's modules, imported here (the repository root, where `tools` is, on the path
+    for this test only)."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from tools.bundle_schema import bundle
+    from tools.parity import documents, facts
+
+    return bundle, facts, documents
+
+
 def test_the_ci_profile_finds_no_difference():
     code, out = parity()
     assert code == 0, out
@@ -104,6 +125,74 @@ def test_the_ci_profile_finds_no_difference():
         assert re.search(rf"^{re.escape(check)}\s+\d+ cases", out, re.M), check
     kinds = re.search(r"mutated in (\d+) kinds", out)
     assert kinds and int(kinds.group(1)) >= 12, out
+    assert all(n == of for n, of in tables_drawn(out).values()), out
+
+
+def test_the_ci_profile_draws_every_table_the_full_profile_draws(proof):
+    """Both profiles must put every table of the schema into an accepted document (every
+    union variant, the tables of lists and of maps, a difference where one is missing); the ci
+    profile draws 40 documents at random and aims more at each table those missed. So an
+    `[[eval.source]]` table, whose "None" round trip only the full profile used to draw,
+    is proved in CI too."""
+    bundle, facts, _ = proof
+    from trainspec.kinds import KIND_INFO, TRAINER_KINDS
+
+    schema_tables = {
+        kind: facts.tables(facts.facts(bundle(ROOT / "schema", KIND_INFO[kind].schema)))
+        for kind in TRAINER_KINDS
+    }
+    assert {
+        "",
+        "eval.source.*",
+        "eval.source.*.sampling",
+        "eval.source.*.data",
+        "optim[muon]",
+        "renderer[qwen3]",
+    } <= schema_tables["sft"]
+    assert {"optim[sign_sgd]", "loss[custom]", "weight_broadcast[nccl]"} <= schema_tables["rl"]
+    code, out = parity("--only", "documents")
+    assert code == 0, out
+    assert tables_drawn(out) == {kind: (len(t), len(t)) for kind, t in schema_tables.items()}
+    assert re.search(r"\((\d+) aimed at a table the others missed\)", out), out
+
+
+def test_drawing_at_random_alone_leaves_tables_unproved_and_the_proof_says_so():
+    """Without aiming, the ci profile's 40 random documents miss tables: each one is a
+    difference, named, and the proof fails."""
+    code, out = parity("--only", "documents", "--no-aim")
+    assert code == 1, out
+    drawn = tables_drawn(out)
+    assert drawn["sft"][0] < drawn["sft"][1], out
+    assert re.search(r"^    \[\w+\] table \S+: no accepted document holds it", out, re.M), out
+    assert "(0 aimed at a table the others missed)" in out
+
+
+def test_none_in_a_list_of_tables_dumps_as_null_where_the_key_is_nullable(proof):
+    """The dump of an `[[eval.source]]` is compared key by key with what the schema declares
+    for `eval.source.*` (the proof once looked up `eval.source.0.interval`, found nothing, and
+    called a "None" read back as null a difference); defaults inside the list are checked too."""
+    bundle, facts, documents = proof
+    from trainspec.generated.sft_trainer import SFTTrainerConfig
+
+    declared = facts.facts(bundle(ROOT / "schema", "sft_trainer"))
+    assert "null" in declared["eval.source.*.interval"]["types"]
+    written = {
+        "eval": {
+            "source": [
+                {"env": {"taskset": {"id": "builtin:reverse-text"}}},
+                {"data": "None", "interval": "None", "reward_weights": "None", "name": "None"},
+            ]
+        }
+    }
+    dumped = SFTTrainerConfig.model_validate(written).model_dump(mode="json")
+    assert dumped["eval"]["source"][1]["interval"] is None
+    assert documents.compare_dump(written, dumped, declared) == []
+    dumped["eval"]["source"][1]["interval"] = 7
+    dumped["eval"]["source"][0]["ratio"] = 2.0
+    assert sorted(documents.compare_dump(written, dumped, declared)) == [
+        "eval.source.0.ratio: default 1.0 dumped as 2.0",
+        "eval.source.1.interval: 'None' dumped as 7",
+    ]
 
 
 def test_an_untouched_copy_finds_no_difference(copy):

@@ -11,7 +11,9 @@ Checks, each counting its cases (every case is a comparison that can come out di
                 JSON Schema (one case per key and kind)
   documents     documents drawn from the schema and mutations of them (kinds listed below the
                 table): stage 1 and the classes give the same verdict; accepted documents dump
-                back with the defaults filled in, and no rule raises on them
+                back with the defaults filled in, and no rule raises on them. Every table of
+                the schema (variants and the tables of lists included) is in an accepted
+                document: a profile draws at random, then aims at each table still missing
   consumers     values the config accepts are usable by the code that reads them (every
                 resume.dir accepted names a step the checkpoint code can read)
   auto          each "auto" setting resolves per kind to the value schema/ states
@@ -65,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", action="append", default=[], metavar="CHECK", help="run only this check"
     )
+    parser.add_argument(
+        "--no-aim",
+        dest="aim",
+        action="store_false",
+        help="draw documents at random only, not aimed at the tables the random ones missed",
+    )
     args = parser.parse_args(argv)
     profile = PROFILES[args.profile]
     start = time.perf_counter()
@@ -73,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with scratch_dir() as scratch:
         subject = load_subject(args.schema, args.generated, Path(scratch))
-        return _run(subject, profile, args.profile, start, args.only)
+        return _run(subject, {**profile, "aim": args.aim}, args.profile, start, args.only)
 
 
 def _run(subject, profile: dict, name: str, start: float, only: list[str]) -> int:
@@ -89,12 +97,20 @@ def _run(subject, profile: dict, name: str, start: float, only: list[str]) -> in
     from .facts import facts
 
     kinds_seen: Counter = Counter()
+    tables_seen: dict[str, tuple[int, int]] = {}
     checks: list[tuple[Tally, Callable[[Tally], None]]] = [
         (Tally("declared"), lambda t: check_declared(subject, t)),
         (
             Tally("documents"),
             lambda t: check_documents(
-                subject, facts, profile["examples"], profile["mutated"], t, kinds_seen
+                subject,
+                facts,
+                profile["examples"],
+                profile["mutated"],
+                t,
+                kinds_seen,
+                tables_seen,
+                profile["aim"],
             ),
         ),
         (Tally("consumers"), lambda t: check_consumers(subject, t)),
@@ -115,11 +131,16 @@ def _run(subject, profile: dict, name: str, start: float, only: list[str]) -> in
         )
         for problem in tally.problems[:20]:
             print(f"    {problem}")
-    mutated = {kind: n for kind, n in kinds_seen.items() if kind != "drawn"}
+    mutated = {kind: n for kind, n in kinds_seen.items() if kind not in ("drawn", "aimed")}
+    drawn = kinds_seen["drawn"] + kinds_seen["aimed"]
     print(
-        f"documents: {kinds_seen['drawn']} drawn from the schema, {sum(mutated.values())} "
-        f"mutated in {len(mutated)} kinds: "
+        f"documents: {drawn} drawn from the schema ({kinds_seen['aimed']} aimed at a table the "
+        f"others missed), {sum(mutated.values())} mutated in {len(mutated)} kinds: "
         + ", ".join(f"{kind} {n}" for kind, n in sorted(mutated.items()))
+    )
+    print(
+        "tables drawn: "
+        + ", ".join(f"{kind} {n} of {of}" for kind, (n, of) in sorted(tables_seen.items()))
     )
     cases = sum(t.cases for t, _ in checks)
     accepted = sum(t.accepted for t, _ in checks)

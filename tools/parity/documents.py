@@ -5,6 +5,10 @@ A mutation changes one key of a valid document in one way; `MUTATIONS` names the
 kind aims at a place where a JSON Schema validator and pydantic could disagree: a numeric string
 ("5"), an integer-valued float (5.0, which JSON Schema counts as an integer), a bool where a
 number goes, one past each bound, a value outside an enum, a pattern's near misses.
+
+Every table of the schema (each union variant, the tables of lists and of maps: `optim[muon]`,
+`eval.source.*`) must be in an accepted document, so that its keys are dumped back and mutated:
+a profile draws its documents at random, then aims more at each table they missed.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ import copy
 import json
 import random
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from .strategies import strategy
+from .facts import ITEM, tables
+from .strategies import aim_at, strategy
 from .subject import Subject, classes_accept, stage1_accepts
 
 MUTATIONS = (
@@ -35,11 +40,16 @@ MUTATIONS = (
     "unknown-value",
     "pattern",
 )
+# documents drawn for a table the random ones missed: a few, then more if no accepted one held it
+AIMED = (3, 24)
 PATTERN_PROBES = ("", "x", "step_", "step_1", "a/step_12", "a/step_\u00b2", "a/step_1x", "step_1/")
 
 
-def generated_documents(schema: dict, count: int) -> list[dict]:
+def generated_documents(schema: dict, count: int, aim=None) -> list[dict]:
+    """`count` documents `schema` accepts (most of them), the same on every run; with `aim`
+    (strategies.aim_at), each holds that table."""
     from hypothesis import HealthCheck, given, settings
+    from hypothesis.errors import Unsatisfiable
 
     found: list[dict] = []
 
@@ -50,11 +60,14 @@ def generated_documents(schema: dict, count: int) -> list[dict]:
         deadline=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(strategy(schema))
+    @given(strategy(schema, aim=aim))
     def collect(document):
         found.append(document)
 
-    collect()
+    try:
+        collect()
+    except Unsatisfiable:  # no value reaches the table aimed at: the check says it is undrawn
+        return []
     return found
 
 
@@ -73,6 +86,15 @@ def variant_path(path: str, table: Any, declared: dict) -> str:
     """`path` with the union variant of `table` in it, when the schema declares one."""
     tag = union_tag(path, table, declared)
     return f"{path[:-1]}[{tag[1]}]." if tag else path
+
+
+def child_key(key: str, name: str, declared: dict) -> str:
+    """The declared key of `name` in the table at `key` ("eval." or "stops."): its own, or, in
+    a map whose values the schema types, the map's values' (stops.*)."""
+    own = f"{key}{name}"
+    if own not in declared and key and f"{key}{ITEM}" in declared:
+        return f"{key}{ITEM}"
+    return own
 
 
 def _bound_values(fact: dict, value: Any) -> Iterator[tuple[str, Any]]:
@@ -113,17 +135,21 @@ def _value_mutations(fact: dict, value: Any) -> Iterator[tuple[str, Any]]:
             yield "pattern", probe
 
 
-def mutations(document: dict, declared: dict) -> list[tuple[str, str, dict]]:
-    """(kind, dotted key, mutated copy) for each applicable mutation of each key."""
-    out: list[tuple[str, str, dict]] = []
+def mutations(document: dict, declared: dict) -> list[tuple[str, str, Callable[[], dict]]]:
+    """(kind, dotted key, the mutated copy's maker) for each applicable mutation of each key:
+    a copy is made only for the mutations a profile picks."""
+    out: list[tuple[str, str, Callable[[], dict]]] = []
 
-    def copy_with(path: list[Any], value: Any) -> dict:
-        clone = copy.deepcopy(document)
-        node = clone
-        for part in path[:-1]:
-            node = node[part]
-        node[path[-1]] = value
-        return clone
+    def copy_with(path: list[Any], value: Any) -> Callable[[], dict]:
+        def make() -> dict:
+            clone = copy.deepcopy(document)
+            node = clone
+            for part in path[:-1]:
+                node = node[part]
+            node[path[-1]] = value
+            return clone
+
+        return make
 
     def walk(node: Any, path: list[Any], dotted: str) -> None:
         if isinstance(node, dict):
@@ -157,27 +183,35 @@ def _same(written: Any, dumped: Any, nullable: bool = True) -> bool:
     return written == dumped
 
 
-def compare_dump(written: Any, dumped: Any, declared: dict, path: str = "") -> list[str]:
-    """Where the dump differs from the written document with the defaults filled in."""
+def compare_dump(
+    written: Any, dumped: Any, declared: dict, path: str = "", key: str | None = None
+) -> list[str]:
+    """Where the dump differs from the written document with the defaults filled in. `path`
+    names the place in the document (eval.source.0.), `key` its declared key (eval.source.*.)."""
+    key = path if key is None else key
     if isinstance(written, dict) and isinstance(dumped, dict):
         problems = []
-        path = variant_path(path, dumped, declared)
-        free = declared.get(path.rstrip("."), {}).get("types") == ["object"] and not any(
-            key.startswith(path) and key != path.rstrip(".") for key in declared
+        tag = union_tag(key, dumped, declared)
+        if tag:  # the variant's keys: optim[muon].betas2
+            key, path = f"{key[:-1]}[{tag[1]}].", f"{path[:-1]}[{tag[1]}]."
+        free = declared.get(key.rstrip("."), {}).get("types") == ["object"] and not any(
+            k.startswith(key) and k != key.rstrip(".") for k in declared
         )
-        for key in written.keys() | dumped.keys():
-            where = f"{path}{key}"
-            if key in written:
-                if key not in dumped:
+        for name in written.keys() | dumped.keys():
+            where, declared_as = f"{path}{name}", child_key(key, name, declared)
+            if name in written:
+                if name not in dumped:
                     problems.append(f"{where}: written but missing from the dump")
                 else:
-                    problems += compare_dump(written[key], dumped[key], declared, f"{where}.")
-            elif not free and key != "type":
-                default = declared.get(where, {}).get("default")
+                    problems += compare_dump(
+                        written[name], dumped[name], declared, f"{where}.", f"{declared_as}."
+                    )
+            elif not free and name != "type":
+                default = declared.get(declared_as, {}).get("default")
                 if default and default != "<no default>":
                     value = json.loads(default)
-                    if not isinstance(value, dict) and not _same(value, dumped[key]):
-                        problems.append(f"{where}: default {value!r} dumped as {dumped[key]!r}")
+                    if not isinstance(value, dict) and not _same(value, dumped[name]):
+                        problems.append(f"{where}: default {value!r} dumped as {dumped[name]!r}")
         return problems
     if isinstance(written, list) and isinstance(dumped, list):
         if len(written) != len(dumped):
@@ -185,9 +219,9 @@ def compare_dump(written: Any, dumped: Any, declared: dict, path: str = "") -> l
         return [
             p
             for n, (a, b) in enumerate(zip(written, dumped, strict=True))
-            for p in compare_dump(a, b, declared, f"{path}{n}.")
+            for p in compare_dump(a, b, declared, f"{path}{n}.", f"{key}{ITEM}.")
         ]
-    nullable = "null" in declared.get(path.rstrip("."), {}).get("types", [])
+    nullable = "null" in declared.get(key.rstrip("."), {}).get("types", [])
     if _same(written, dumped, nullable):
         return []
     return [f"{path.rstrip('.')}: {written!r} dumped as {dumped!r}"]
@@ -204,30 +238,110 @@ def _rules_run(kind: str, config: Any) -> str | None:
     return None
 
 
+def drawn_tables(written: dict, dumped: dict, declared: dict) -> set[str]:
+    """The tables a written document holds, named as `facts.tables` names them; the dump tells
+    a variant whose tag was left to its default (a variant counts for its key too: optim[muon]
+    and optim). A free-form table's values are not tables of the schema."""
+    holders = {path.rpartition(".")[0] for path in declared}
+    found: set[str] = set()
+
+    def walk(node: Any, dump: Any, key: str) -> None:
+        if isinstance(node, dict):
+            tag = union_tag(key, dump, declared)
+            here = f"{key[:-1]}[{tag[1]}]." if tag else key
+            found.update({here.rstrip("."), key.rstrip(".")})
+            if here.rstrip(".") in holders:
+                for name, value in node.items():
+                    inner = dump.get(name) if isinstance(dump, dict) else None
+                    walk(value, inner, f"{child_key(here, name, declared)}.")
+        elif isinstance(node, list):
+            dumps = (
+                dump if isinstance(dump, list) and len(dump) == len(node) else [None] * len(node)
+            )
+            for item, inner in zip(node, dumps, strict=True):
+                walk(item, inner, f"{key}{ITEM}.")
+
+    walk(written, dumped, "")
+    return found
+
+
+def _judge(kind: str, cls: type, declared: dict, document: dict, tally) -> dict | None:
+    """Stage 1 and the classes on one drawn document; for an accepted one, its dump and the
+    rules. The dump when both accept it."""
+    stage1 = stage1_accepts(kind, document)
+    ok, config = classes_accept(cls, document)
+    tally.case(stage1 and ok)
+    if stage1 != ok:
+        side = "stage 1" if stage1 else "the classes"
+        tally.problems.append(f"[{kind}] only {side} accepts {json.dumps(document)[:240]}")
+        return None
+    if not ok:
+        return None
+    dumped = config.model_dump(mode="json")
+    for problem in compare_dump(document, dumped, declared)[:3]:
+        tally.problems.append(f"[{kind}] {problem}")
+    crash = _rules_run(kind, config)
+    if crash:
+        tally.problems.append(f"[{kind}] a rule raised {crash} on {json.dumps(document)}")
+    return dumped
+
+
+def _draw(subject: Subject, kind: str, declared: dict, examples: int, aim: bool, tally, seen):
+    """The accepted documents of `examples` drawn at random and, unless `aim` is off, of more
+    aimed at each table none of them holds (AIMED); and the tables the accepted ones hold."""
+    schema, cls = subject.schemas[kind], subject.classes[kind]
+    valid: list[dict] = []
+    drawn: set[str] = set()
+
+    def judge(documents: list[dict], how: str) -> None:
+        for document in documents:
+            seen[how] += 1
+            dumped = _judge(kind, cls, declared, document, tally)
+            if dumped is not None:
+                valid.append(document)
+                drawn.update(drawn_tables(document, dumped, declared))
+
+    judge(generated_documents(schema, examples), "drawn")
+    # the deepest first: a document that holds a table holds the tables above it
+    for table in sorted(tables(declared) - drawn, reverse=True) if aim else ():
+        for count in AIMED:
+            if table not in drawn:  # a document aimed at an earlier table may hold this one
+                judge(generated_documents(schema, count, aim_at(table)), "aimed")
+    return valid, drawn
+
+
 def check_documents(
-    subject: Subject, facts_of, examples: int, mutated: int, tally, kinds_seen: Counter
+    subject: Subject,
+    facts_of,
+    examples: int,
+    mutated: int,
+    tally,
+    kinds_seen: Counter,
+    tables_seen: dict[str, tuple[int, int]],
+    aim: bool = True,
 ) -> None:
+    """`examples` documents drawn per kind, then documents aimed at each table they missed
+    (`_draw`): each table of the schema is a case, and one that no accepted document holds is a
+    difference, as is a drawn table the facts do not know. Then `mutated` mutations of the
+    accepted documents, every mutation kind its share."""
     picker = random.Random(0)
     for kind, cls in subject.classes.items():
         declared = facts_of(subject.schemas[kind])
-        valid: list[dict] = []
-        for document in generated_documents(subject.schemas[kind], examples):
-            stage1 = stage1_accepts(kind, document)
-            ok, config = classes_accept(cls, document)
-            tally.case(stage1 and ok)
-            kinds_seen["drawn"] += 1
-            if stage1 != ok:
-                side = "stage 1" if stage1 else "the classes"
-                tally.problems.append(f"[{kind}] only {side} accepts {json.dumps(document)[:240]}")
-                continue
-            if not ok:
-                continue
-            valid.append(document)
-            for problem in compare_dump(document, config.model_dump(mode="json"), declared)[:3]:
-                tally.problems.append(f"[{kind}] {problem}")
-            crash = _rules_run(kind, config)
-            if crash:
-                tally.problems.append(f"[{kind}] a rule raised {crash} on {json.dumps(document)}")
+        wanted = tables(declared)
+        valid, drawn = _draw(subject, kind, declared, examples, aim, tally, kinds_seen)
+        for table in sorted(wanted | drawn):
+            tally.case(table in drawn)
+            if table not in drawn:
+                tally.problems.append(
+                    f"[{kind}] table {table or '(top)'}: no accepted document holds it, so "
+                    "nothing proves it; draw more (--profile) or see why drawn ones are refused"
+                )
+            elif table not in wanted:
+                tally.problems.append(
+                    f"[{kind}] table {table}: in accepted documents, but the facts (facts.py) "
+                    "do not name it, so no key of it is checked"
+                )
+        tables_seen[kind] = (len(wanted & drawn), len(wanted))
         pool = [m for document in valid for m in mutations(document, declared)]
         by_kind: dict[str, list] = {}
         for item in pool:
@@ -236,7 +350,8 @@ def check_documents(
         for items in by_kind.values():  # every kind gets its share before any kind gets more
             picker.shuffle(items)
             chosen += items[: max(1, mutated // len(by_kind))]
-        for kind_name, dotted, document in chosen:
+        for kind_name, dotted, make in chosen:
+            document = make()
             stage1 = stage1_accepts(kind, document)
             ok, _ = classes_accept(cls, document)
             tally.case(stage1 and ok)

@@ -14,6 +14,7 @@ from trainspec.schema_walk import branches, objects
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 NO_DEFAULT = "<no default>"
 EXTENSIONS = ("x-trainspec-auto", "x-trainspec-switch")
+ITEM = "*"  # a list's items or a map's values, in a key path: eval.source.*.interval
 
 
 def _describe(root: dict[str, Any], prop: dict[str, Any], fact: dict[str, Any]) -> None:
@@ -41,6 +42,24 @@ def facts(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Dotted key path → declared facts, for every key reachable from the root."""
     found: dict[str, dict[str, Any]] = {}
 
+    def key(path: str, prop: Any, required: bool) -> None:
+        fact = found.setdefault(path, {"types": set(), "consts": set()})
+        fact["required"] = fact.get("required", False) or required
+        if "default" in prop:
+            fact["default"] = json.dumps(prop["default"], sort_keys=True)
+        for extension in EXTENSIONS:  # stated by the schema, copied into the classes
+            if extension in prop:
+                fact[extension] = json.dumps(prop[extension], sort_keys=True)
+        _describe(schema, prop, fact)
+        walk(prop, f"{path}.")
+        for branch in branches(schema, prop):
+            # a list's items and a map's values are keys too: eval.source.*.name, stops.*.priority
+            inner = branch.get("items")
+            if not isinstance(inner, dict) and "properties" not in branch:
+                inner = branch.get("additionalProperties")
+            if isinstance(inner, dict):
+                key(f"{path}.{ITEM}", inner, False)
+
     def walk(node: dict[str, Any], prefix: str) -> None:
         if prefix.count(".") > 12:
             return  # the config tree is shallow; this only guards a recursive schema
@@ -52,16 +71,7 @@ def facts(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
             for name, prop in shape.properties.items():
                 if isinstance(prop, dict) and prop.get("not") == {}:
                     continue  # a renamed key: accepts nothing, the classes lack it too
-                path = f"{here}{name}"
-                fact = found.setdefault(path, {"types": set(), "consts": set()})
-                fact["required"] = fact.get("required", False) or name in shape.required
-                if "default" in prop:
-                    fact["default"] = json.dumps(prop["default"], sort_keys=True)
-                for extension in EXTENSIONS:  # stated by the schema, copied into the classes
-                    if extension in prop:
-                        fact[extension] = json.dumps(prop[extension], sort_keys=True)
-                _describe(schema, prop, fact)
-                walk(prop, f"{path}.")
+                key(f"{here}{name}", prop, name in shape.required)
 
     walk(schema, "")
     for fact in found.values():
@@ -69,6 +79,15 @@ def facts(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
         fact["types"] = sorted(fact["types"])
         fact["consts"] = sorted(fact["consts"])
     return found
+
+
+def tables(declared: dict[str, dict[str, Any]]) -> set[str]:
+    """The tables of a kind, named as `facts` names keys: each table that holds a declared key
+    (`optim[muon]`, `eval.source.*`, "" for the document itself; a list of strings holds its
+    items but is no table) and each key that holds a table (`optim`, `env_vars`)."""
+    holding = {path for path, fact in declared.items() if "object" in fact["types"]}
+    holders = {path.rpartition(".")[0] for path in declared}
+    return holding | {path for path in holders if path not in declared or path in holding}
 
 
 def differences(expected: dict, actual: dict, left: str, right: str) -> list[str]:
