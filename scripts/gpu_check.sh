@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The GPU path, on one CUDA GPU, in one go (aim: under 8 minutes on an H200):
 #   1. the GPU-marked tests: bf16 through FSDP's policy on one process, the optimizer state in
-#      pinned host memory, flash-attention 2 (where flash-attn is installed);
+#      pinned host memory, flash-attention 2 (where flash-attn is installed), and with two GPUs
+#      `rl` sending its weights to vLLM over NCCL (tests/gpu/test_nccl_broadcast.py; skipped,
+#      saying so, on one GPU: NCCL puts each rank on a GPU of its own);
 #   2. a bf16 sft run of a random-initialised ~0.6B Qwen3, tok/s and MFU per variant
 #      (scripts/gpu_bench.py): the defaults (FSDP2, state offloaded), the state on the GPU,
 #      and attn = "flash_attention_2" if flash-attn imports;
 #   3. where vLLM imports: `rl` with [inference] on a small random Qwen3 (vLLM started by rl,
-#      weights loaded after every step through trainspec's worker extension), 5 steps, and
+#      weights reloaded after every step through vLLM's own routes), 5 steps, and
 #      the adaptive concurrency cap it followed (vLLM's KV-cache usage, from /metrics).
 #
 #     scripts/gpu_check.sh [LOG_DIR]
@@ -31,7 +33,7 @@ fi
 
 status=0
 echo "== 1. GPU-marked tests"
-"$PY" -m pytest -q -p no:cacheprovider -m gpu tests/gpu tests/trainers/run/test_profiler.py 2>&1 \
+"$PY" -m pytest -q -rs -p no:cacheprovider -m gpu tests/gpu tests/trainers/run/test_profiler.py 2>&1 \
   | tee "$LOG_DIR/gpu_tests.log" || status=1
 echo "== 2. sft on a ~0.6B Qwen3 in bf16"
 "$PY" scripts/gpu_bench.py --steps 20 --warmup 5 2>&1 | tee "$LOG_DIR/gpu_bench.log" || status=1

@@ -21,9 +21,10 @@ from trainspec.config import load
 from trainspec.trainers.builtin import builtin_model_dir
 from trainspec.trainers.errors import SetupError, SetupErrors
 from trainspec.trainers.rl_run import refusals as support
+from trainspec.trainers.rl_run.inference_plan import vllm_plan
 from trainspec.trainers.serving import vllm_plan as plan_module
 from trainspec.trainers.serving.inference_server import InferenceServer
-from trainspec.trainers.serving.vllm_plan import VLLM_MODULE, vllm_plan
+from trainspec.trainers.serving.vllm_plan import VLLM_MODULE
 
 VLLM_COMMAND = plan_module.vllm_command  # the real one, before any test replaces it
 
@@ -220,3 +221,64 @@ def test_without_vllm_installed_the_plan_is_refused_naming_the_extra(
         assert caught.value.path == "inference"
         assert "vLLM is not installed" in caught.value.problem
         assert "trainspec[vllm]" in caught.value.fix
+
+
+def test_nccl_starts_vllms_transfer_engine_and_sizes_both_sides_for_its_workers(tmp_path, stand_in):
+    from trainspec.trainers.rl_run.inference_plan import served
+
+    config = rl_config(
+        {
+            "weight_broadcast.type": "nccl",
+            "deployment.num_infer_gpus": 2,
+            "inference.vllm.tensor_parallel_size": 2,
+        }
+    )
+    plan = vllm_plan(config, tmp_path, on_gpu=True)
+    at = plan.argv.index("--weight-transfer-config")
+    assert json.loads(plan.argv[at + 1]) == {"backend": "nccl"}
+    resolved = served(config, plan)
+    assert resolved.trainer.weight_broadcast.inference_world_size == 2
+    assert resolved.orchestrator.weight_broadcast.inference_world_size == 2
+    assert resolved.orchestrator.sampler.base_url == plan.base_url
+    files = vllm_plan(rl_config({}), tmp_path, on_gpu=True)
+    assert "--weight-transfer-config" not in files.argv  # filesystem: the reload route
+
+
+def test_nccl_where_it_cannot_run_is_refused_naming_the_setting(tmp_path, stand_in):
+    from trainspec.trainers.rl_run.refusals import check_launch, nccl_gpu_refusals
+
+    config = rl_config({"weight_broadcast.type": "nccl", "deployment.num_train_gpus": 1})
+    with pytest.raises(SetupError) as caught:
+        vllm_plan(config, tmp_path, on_gpu=False)  # vLLM's CPU build
+    assert caught.value.path == "inference.weight_broadcast.type"
+    assert "receives weights over NCCL on GPUs only" in caught.value.problem
+    (shared,) = nccl_gpu_refusals(config, visible=1)  # server and trainer on one GPU
+    assert shared.path == "weight_broadcast.type" and "NCCL refuses two ranks" in shared.problem
+    assert nccl_gpu_refusals(config, visible=2) == []
+    mismatch = rl_config({"weight_broadcast.type": "nccl", "inference.weight_broadcast.type":
+                          "filesystem"})  # fmt: skip
+    with pytest.raises(SetupError) as caught:
+        vllm_plan(mismatch, tmp_path, on_gpu=True)
+    assert caught.value.path == "inference.weight_broadcast.type"
+    slurm = rl_config({"weight_broadcast.type": "nccl", "slurm": {"job_name": "x"}})
+    with pytest.raises(SetupError) as caught:
+        check_launch(slurm, gpus=True)
+    assert caught.value.path == "weight_broadcast.type" and "[slurm]" in caught.value.problem
+
+
+def test_each_side_refuses_the_broadcast_it_cannot_take_part_in():
+    from trainspec.trainers.wire.broadcast import broadcast_refusals
+
+    def cfg(**fields):
+        return load(
+            "rl", [], {"weight_broadcast": {"type": "nccl", **fields}}
+        ).config.weight_broadcast
+
+    assert broadcast_refusals(cfg(), "cuda") == []  # the trainer on a GPU sends
+    (cpu,) = broadcast_refusals(cfg(), "cpu")
+    assert "trainer's CUDA GPU" in cpu.problem
+    (local,) = broadcast_refusals(cfg(), "cuda", sampler="local")
+    assert "samples in process" in local.problem
+    assert broadcast_refusals(cfg(), "cpu", sampler="openai") == []  # the server receives
+    (fp8,) = broadcast_refusals(cfg(quantize_in_weight_transfer=True), "cuda")
+    assert fp8.path == "weight_broadcast.quantize_in_weight_transfer"

@@ -83,7 +83,7 @@ def run(config, *, progress: bool = True) -> int:
     setup_logging(config.log, 0)
     check_support(config)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    check_broadcast(config.weight_broadcast, device)  # it loads weights from files only
+    check_broadcast(config.weight_broadcast, device, sampler=config.sampler.type)
     run_dir = Path(config.output_dir)
     own_dir = run_dir / "orchestrator"
     with ExitStack() as stack:

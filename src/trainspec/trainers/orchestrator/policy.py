@@ -7,11 +7,15 @@
 The trainer publishes its starting weights as step 0 (or its resume step) before it trains, so
 the orchestrator's first policy is exactly the trainer's. The local sampler builds its model from
 the first broadcast directory and copies every later broadcast into it in place; a server
-sampler is told about each new directory (see sampling/openai_client.py).
+sampler is told about each new directory (see sampling/openai_client.py). With
+`weight_broadcast.type = "nccl"` the server receives every step the trainer sends, in order,
+over NCCL (wire/broadcast_nccl.py, sampling/vllm_reload.py): the server's workers join the
+trainer's group once the trainer waits there, then each announced step is received.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -49,6 +53,8 @@ class Policy:
         self.stop_id = stop_id
         self.step = -1
         self.sampler: Sampler | None = None  # set by the first weights (local) or here (server)
+        self.nccl = config.weight_broadcast.type == "nccl"  # the server receives, over NCCL
+        self._joined = False  # nccl: the server's workers are in the trainer's group
         if config.sampler.type == "openai":
             from .sampling.openai_client import OpenAISampler
 
@@ -88,26 +94,21 @@ class Policy:
     def wait_for(
         self, min_step: int, should_stop: Callable[[], bool], *, first: bool = False
     ) -> bool:
-        """Load the newest broadcast once one at `min_step` or later is ready. The `first` wait
-        (for the trainer's starting weights) gives up after ckpt.wait_for_weights_timeout."""
+        """Load the newest broadcast once one at `min_step` or later is ready (nccl: receive
+        every step sent so far, until one at `min_step` or later is in). The `first` wait (for
+        the trainer's starting weights) gives up after ckpt.wait_for_weights_timeout."""
         since = started = time.monotonic()
         ckpt = self.config.ckpt
         limit = ckpt.wait_for_weights_timeout if ckpt is not None else None
         limit = float(limit or FIRST_WEIGHTS_S)
         failing: tuple[int, float] | None = None  # a broadcast that does not load, since when
         while True:
-            steps = ready_steps(self.run_dir)
-            if steps and steps[-1] >= max(0, min_step):
-                if steps[-1] <= self.step:
-                    return True
-                try:
-                    self._load(steps[-1])
-                    return True
-                except OSError as exc:  # deleted while loading (a newer one is there), or torn
-                    if failing is None or failing[0] != steps[-1]:
-                        failing = (steps[-1], time.monotonic())
-                    elif time.monotonic() - failing[1] > LOAD_RETRY_S:
-                        raise self._unloadable(steps[-1], exc) from None
+            if self.nccl:
+                self._receive_pending()
+            else:
+                failing = self._load_newest(min_step, failing)
+            if self.step >= max(0, min_step):
+                return True
             if should_stop():
                 return False
             if first and time.monotonic() - started > limit:
@@ -126,6 +127,42 @@ class Policy:
                     self.run_dir,
                 )
             time.sleep(POLL_S)
+
+    def _load_newest(self, min_step: int, failing: tuple[int, float] | None):
+        """Load the newest ready broadcast if it is new and recent enough; a load that fails
+        (deleted while loading: a newer one is there; or torn) is retried, for LOAD_RETRY_S."""
+        steps = ready_steps(self.run_dir)
+        if not steps or steps[-1] < max(0, min_step) or steps[-1] <= self.step:
+            return failing
+        try:
+            self._load(steps[-1])
+            return None
+        except OSError as exc:
+            if failing is None or failing[0] != steps[-1]:
+                return (steps[-1], time.monotonic())
+            if time.monotonic() - failing[1] > LOAD_RETRY_S:
+                raise self._unloadable(steps[-1], exc) from None
+            return failing
+
+    def _receive_pending(self) -> None:
+        """nccl: join the trainer's NCCL group once it waits there, then receive every step it
+        has announced, in order (it waits in each broadcast until the server has it)."""
+        from ..wire.broadcast_nccl import MARKER, init_file, nccl_steps
+        from .sampling.vllm_reload import join_weight_transfer, receive_weights
+
+        root = self.sampler.base_url.removesuffix("/v1")  # type: ignore[union-attr]
+        if not self._joined:
+            if not init_file(self.run_dir).exists():
+                return
+            init_info = json.loads(init_file(self.run_dir).read_text())["init_info"]
+            join_weight_transfer(self.sampler, root, init_info)  # type: ignore[arg-type]
+            self._joined = True
+        for step in nccl_steps(self.run_dir):
+            if step > self.step:
+                marker = json.loads((broadcast_dir(self.run_dir, step) / MARKER).read_text())
+                version = broadcast_dir(self.run_dir, step).name
+                receive_weights(self.sampler, root, version, marker["update_info"])  # type: ignore[arg-type]
+                self.step = step
 
     def _unloadable(self, step: int, exc: OSError) -> RunError:
         return RunError(

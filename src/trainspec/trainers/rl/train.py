@@ -19,7 +19,7 @@ from ..core.world import all_reduce_max, all_reduce_sum, any_rank, close_world, 
 from ..parts import Parts
 from ..session import Session, start_run
 from ..wire.batch import RolloutBatch
-from ..wire.broadcast import build_broadcast
+from ..wire.trainer_broadcast import build_broadcast
 from .data import build_rollout_source
 from .loss import LossInputs, build_loss
 from .refusals import check_rl_trainer

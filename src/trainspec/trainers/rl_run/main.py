@@ -29,15 +29,22 @@ from trainspec.cli.entrypoint import run_entrypoint
 from trainspec.config import dump_json
 
 from ..core.model_source import model_source
-from ..errors import SetupError, SetupErrors
+from ..errors import SetupError, SetupErrors, raise_all
 from ..process.signals import SignalFlag
 from ..run.atomic_files import write_atomic
 from ..run.lock import INHERITED, lock_run_dir
 from ..serving.gpus import trainer_gpus, visible_gpus
 from ..serving.inference_server import InferenceServer
-from ..serving.vllm_plan import InferencePlan, served, vllm_plan
+from ..serving.vllm_plan import InferencePlan
 from ..wire.broadcast import stale_dirs
-from .refusals import check_launch, has_gpu, say_inference, serves_inference
+from .inference_plan import served, vllm_plan
+from .refusals import (
+    check_launch,
+    has_gpu,
+    nccl_gpu_refusals,
+    say_inference,
+    serves_inference,
+)
 from .summary import summarize
 
 POLL_S = 0.2
@@ -159,6 +166,8 @@ def launch(config) -> int:
         check_launch(config)
         model_source(config.trainer.model.name, "model.name")  # both sides would refuse it
         on_gpu = serves_inference(config) and has_gpu()
+        if on_gpu:
+            raise_all(nccl_gpu_refusals(config, visible_gpus()))
         plan = vllm_plan(config, run_dir, on_gpu=on_gpu) if serves_inference(config) else None
         if plan is not None:
             config = served(config, plan)

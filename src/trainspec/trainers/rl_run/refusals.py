@@ -55,6 +55,15 @@ def check_launch(config, gpus: bool | None = None, where: str = "this machine") 
                 "drop [monitors.prime]; [monitors.wandb] and the metrics files work",
             )
         )
+    if config.slurm is not None and config.trainer.weight_broadcast.type == "nccl":
+        errors.append(
+            SetupError(
+                "weight_broadcast.type",
+                "= 'nccl' under [slurm]: the SLURM job does not place the trainer's NCCL "
+                "endpoint on a node address the inference node reaches",
+                'use weight_broadcast.type = "filesystem" (the run directory is shared)',
+            )
+        )
     written = []
     if config.inference is not None:
         from trainspec.generated.inference import InferenceConfig
@@ -105,3 +114,21 @@ def say_inference(config) -> None:
         f"rl: [inference] asks for a vLLM server on {gpus} GPU(s), but {why}: the orchestrator "
         "samples in process instead\n"
     )
+
+
+def nccl_gpu_refusals(config, visible: int) -> list[SetupError]:
+    """NCCL puts each rank on a GPU of its own: over `weight_broadcast.type = "nccl"` the
+    server's GPUs and the trainer's must be different ones of the `visible` GPUs."""
+    deployment = config.deployment
+    needed = deployment.num_infer_gpus + deployment.num_train_gpus
+    if config.trainer.weight_broadcast.type != "nccl" or needed <= visible:
+        return []
+    return [
+        SetupError(
+            "weight_broadcast.type",
+            f"= 'nccl' sends from the trainer's GPUs to the server's, which must be different "
+            f"ones: {deployment.num_infer_gpus} + {deployment.num_train_gpus} GPU(s) asked, "
+            f"{visible} visible (NCCL refuses two ranks on one GPU)",
+            'use weight_broadcast.type = "filesystem" on this machine',
+        )
+    ]

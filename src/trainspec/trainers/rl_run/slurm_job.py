@@ -12,10 +12,10 @@ from pathlib import Path
 from trainspec.config import dump_json
 
 from ..errors import SetupError, SetupErrors
-from ..serving.vllm_plan import served, vllm_plan
 from ..slurm import submit
 from ..slurm.submit import Job, cannot, finish, job_config, project_dir
 from ..wire.broadcast import stale_dirs
+from .inference_plan import served, vllm_plan
 from .refusals import check_launch
 
 

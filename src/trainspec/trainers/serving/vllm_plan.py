@@ -1,12 +1,9 @@
 """The plan of the vLLM server `[inference]` asks for: its command, environment, devices and
-address, and the config that samples from it. Nothing is started here (inference_server.py
-starts the plan).
+address. Nothing is started here (inference_server.py starts the plan; `rl`'s own plan and the
+config pointed at its server are rl_run/inference_plan.py's).
 
-    plan = vllm_plan(config, run_dir, on_gpu=True)  # `rl`'s server; SetupErrors for what it
-                                                    # cannot start
     plan = server_plan(config.inference, model=name, served_name=name, infer_gpus=1,
                        run_dir=run_dir, command="sft", seq_len=1024, on_gpu=False)
-    config = served(config, plan)      # the orchestrator's sampler pointed at it
 
 The server is vLLM's OpenAI-compatible server module run by the Python that runs trainspec
 (`python -m vllm.entrypoints.openai.api_server --model <model.name>`: the same command for
@@ -22,6 +19,9 @@ broadcast the orchestrator reloads the weights through vLLM's own routes
 (orchestrator/sampling/vllm_reload.py), which vLLM serves in its dev mode, switched on here. The
 broadcasts name a tied output layer beside the embeddings (ckpt/hf_export.py, `untie`): from
 files that name it once, vLLM's reload leaves it at the weights the server started with.
+With `weight_broadcast.type = "nccl"` (rl, GPUs) the engine starts its NCCL weight-transfer
+engine (`--weight-transfer-config '{"backend": "nccl"}'`) and receives each step from the
+trainer's GPUs instead (wire/broadcast_nccl.py).
 
 On a machine without a GPU the same command starts vLLM's CPU build, with what it needs there
 derived unless set: `--dtype float32` (the trainer's precision on CPU, so both sides compute the
@@ -47,7 +47,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SetupError, raise_all
-from .gpus import engine_gpus
 
 LOOPBACK = "127.0.0.1"
 VLLM_MODULE = "vllm.entrypoints.openai.api_server"
@@ -163,20 +162,6 @@ def _engine_flags(vllm, errors: list[SetupError]) -> list[str]:
     return flags
 
 
-def vllm_plan(config, run_dir: Path, *, on_gpu: bool) -> InferencePlan:
-    """The command, environment and address of the server `rl`'s `[inference]` asks for."""
-    return server_plan(
-        config.inference,
-        model=config.trainer.model.name,
-        served_name=config.orchestrator.model.name,
-        infer_gpus=engine_gpus(config.deployment),
-        run_dir=run_dir,
-        command="rl",
-        seq_len=config.orchestrator.seq_len,
-        on_gpu=on_gpu,
-    )
-
-
 def server_plan(
     inference,
     *,
@@ -237,11 +222,19 @@ def server_plan(
     ):
         if getattr(inference, key):
             errors.append(SetupError(f"inference.{key}", f"is set: {why}", "drop it"))
-    if inference.weight_broadcast.type != "filesystem":
+    broadcast = inference.weight_broadcast.type
+    refused: str | None = None
+    if broadcast == "nixl":
+        refused = "ModelExpress is not started by this build"
+    elif broadcast == "nccl" and command != "rl":
+        refused = "only rl's trainer sends weights over NCCL"
+    elif broadcast == "nccl" and not on_gpu:
+        refused = "the server receives weights over NCCL on GPUs only"
+    if refused is not None:
         errors.append(
             SetupError(
                 "inference.weight_broadcast.type",
-                f"= {inference.weight_broadcast.type!r}: the server loads weight files",
+                f"= {broadcast!r}: {refused}; the server can load weight files instead",
                 'use weight_broadcast.type = "filesystem"',
             )
         )
@@ -251,6 +244,8 @@ def server_plan(
             "reference's float32 patch of vLLM is not applied)"
         )
     flags = _engine_flags(vllm, errors)
+    if broadcast == "nccl":  # vLLM's NCCL weight-transfer engine (wire/broadcast_nccl.py)
+        flags += ["--weight-transfer-config", json.dumps({"backend": "nccl"})]
     cpu_env: dict[str, str] = {}
     if not on_gpu:
         cpu_flags, cpu_env, note = cpu_settings(vllm, inference.env_vars, seq_len)
@@ -283,23 +278,3 @@ def server_plan(
         argv, env, f"http://{client_host}:{port}/v1", served_name,
         run_dir / "logs" / "inference.log", notes,
     )  # fmt: skip
-
-
-def served(config, plan: InferencePlan):
-    """The config with the orchestrator sampling from the server `rl` starts, and the trainer
-    on the GPUs after the server's."""
-    sampler = config.orchestrator.sampler
-    if sampler.type != "local":
-        raise SetupError(
-            "orchestrator.sampler.type",
-            f"= {sampler.type!r}: with [inference] rl starts the server the orchestrator "
-            "samples from",
-            "drop [orchestrator.sampler], or drop [inference] to use your own server",
-        )
-    from trainspec.generated.orchestrator import OpenAISamplerConfig
-
-    openai = OpenAISamplerConfig(
-        type="openai", base_url=plan.base_url, model=plan.served_name, reload_path=RELOAD_PATH
-    )
-    orchestrator = config.orchestrator.model_copy(update={"sampler": openai})
-    return config.model_copy(update={"orchestrator": orchestrator})

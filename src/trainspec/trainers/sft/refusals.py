@@ -6,8 +6,8 @@ cannot honour. Each refusal names the setting, why, and what to do instead.
     check_sft(config, processes, device_type)     # SetupErrors, or nothing
     errors = online_eval_refusals(config, device_type)
 
-* `weight_broadcast` without `[eval]` feeds nothing; "nccl" and "nixl" push weights into a
-  server this build does not run (the evals load files).
+* `weight_broadcast` without `[eval]` feeds nothing; the evals reload the server from weight
+  files, so "nccl" (wired for `rl`) and "nixl" are refused.
 * Settings inside `[inference]` tune the vLLM server that `sft` starts on a GPU machine; without
   one (no GPU, or `train()` called without the `sft` launcher) the evals run in the trainer's
   process, so a bare `[inference]` runs (said at start) and any setting in it is refused.
@@ -65,7 +65,16 @@ def online_eval_refusals(config, device_type: str) -> list[SetupError]:
                 )
             )
         return errors
-    if broadcast is not None:
+    if broadcast is not None and broadcast.type == "nccl":
+        errors.append(
+            SetupError(
+                "weight_broadcast.type",
+                "= 'nccl': sft's online evals reload the server from weight files (nccl is "
+                "wired for rl's trainer and orchestrator)",
+                'set weight_broadcast.type = "filesystem"',
+            )
+        )
+    elif broadcast is not None:
         errors += broadcast_refusals(broadcast, device_type)
     errors += eval_sampling_refusals(config.eval, "eval")
     if config.deployment.type == "multi_node":
@@ -141,8 +150,8 @@ def online_eval_refusals(config, device_type: str) -> list[SetupError]:
             SetupError(
                 "eval.env_server_base_port",
                 f"= {base_port}, and no eval source asks for an environment server (an "
-                "environment plays in the trainer's process unless its serve table sizes one: "
-                "serve.pool or serve.max_concurrent)",
+                "environment plays in the trainer's process unless it has a serve table that "
+                "names no serve.address)",
                 "drop it, or give the source a serve table",
             )
         )

@@ -5,8 +5,10 @@ Filesystem: after step k the trainer writes the full weights in Hugging Face for
 the empty marker file `READY`; a reader takes only directories that have the marker, so it never
 sees half-written weights. Older broadcasts are deleted, keeping the newest `KEEP`.
 
-NCCL and NIXL push weights GPU to GPU into a running inference server; this build's samplers
-load weights from files, so both are refused at start with the reason.
+NCCL sends them GPU to GPU into a vLLM server, through vLLM's weight-transfer engine
+(broadcast_nccl.py): the trainer on CUDA, the orchestrator sampling from that server. NIXL
+(ModelExpress) is refused at start with the reason, as NCCL is where those do not hold.
+trainer_broadcast.py builds the trainer's from its config.
 """
 
 from __future__ import annotations
@@ -70,33 +72,41 @@ class FileSystemBroadcast:
                 shutil.rmtree(broadcast_dir(self.run_dir, old), ignore_errors=True)
 
 
-def build_broadcast(broadcast_cfg, run_dir: Path, model, export: Export, world: World):
-    check_broadcast(broadcast_cfg, world.device.type)
-    return FileSystemBroadcast(run_dir, model, export, world)
-
-
-def check_broadcast(broadcast_cfg, device_type: str, path: str = "weight_broadcast") -> None:
-    """The orchestrator's refusal: it loads weights from files only."""
-    raise_all(broadcast_refusals(broadcast_cfg, device_type, path))
+def check_broadcast(
+    broadcast_cfg, device_type: str, path: str = "weight_broadcast", *, sampler: str | None = None
+) -> None:
+    raise_all(broadcast_refusals(broadcast_cfg, device_type, path, sampler=sampler))
 
 
 def broadcast_refusals(
-    broadcast_cfg, device_type: str, path: str = "weight_broadcast"
+    broadcast_cfg, device_type: str, path: str = "weight_broadcast", *, sampler: str | None = None
 ) -> list[SetupError]:
-    """The in-memory broadcasts; `path` is where the table sits in the config."""
-    if broadcast_cfg.type == "filesystem":
+    """What this side cannot honour of the broadcast at `path`: the trainer's (`sampler`
+    None) or the orchestrator's, whose sampler is of type `sampler`."""
+    kind = broadcast_cfg.type
+    if kind == "filesystem":
         return []
-    reason = (
-        "needs CUDA GPUs on both sides" if device_type != "cuda" else "needs a receiving server"
-    )
-    return [
-        SetupError(
-            f"{path}.type",
-            f"= {broadcast_cfg.type!r} {reason}; this build's samplers (local, or an "
-            "OpenAI-compatible server) load weights from files",
-            f'set {path}.type = "filesystem"',
+    if kind == "nixl":
+        problem = "pulls weights through ModelExpress, which this build does not start"
+    elif sampler == "local":
+        problem = (
+            "sends weights into a vLLM server's GPUs, and the orchestrator samples in process "
+            "(the in-process sampler loads weight files)"
         )
-    ]
+    elif sampler is None and device_type != "cuda":
+        problem = "sends weights from the trainer's CUDA GPU, and this machine has none"
+    elif broadcast_cfg.quantize_in_weight_transfer:
+        return [
+            SetupError(
+                f"{path}.quantize_in_weight_transfer",
+                "= true: this build sends the weights in the model's dtype (vLLM's engine "
+                "receives them as they are)",
+                "set quantize_in_weight_transfer = false",
+            )
+        ]
+    else:
+        return []
+    return [SetupError(f"{path}.type", f"= {kind!r} {problem}", f'set {path}.type = "filesystem"')]
 
 
 def stale_dirs(run_dir: Path) -> list[Path]:
