@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -38,9 +39,12 @@ DOCUMENTS = [
 ]
 
 
-def run(cache: Path, **env: str) -> dict:
-    environment = {k: v for k, v in os.environ.items() if k != "TRAINSPEC_NO_CACHE"}
-    environment |= {"TRAINSPEC_CACHE_DIR": str(cache), **env}
+def run(cache: Path | None, **env: str) -> dict:
+    """CHECK in a process of its own, its cache in `cache` (None: the default directory)."""
+    skip = ("TRAINSPEC_NO_CACHE", "TRAINSPEC_CACHE_DIR")
+    environment = {k: v for k, v in os.environ.items() if k not in skip}
+    environment |= {"TRAINSPEC_CACHE_DIR": str(cache)} if cache is not None else {}
+    environment |= env
     result = subprocess.run(
         [sys.executable, "-c", CHECK, json.dumps(DOCUMENTS)],
         capture_output=True,
@@ -103,3 +107,70 @@ def test_other_generated_classes_get_their_own_file(tmp_path):
     )
     assert result.stdout.strip() == "51", result.stderr
     assert len(list(cache.glob("validator-rl-*.pickle"))) == 2
+
+
+class Payload:
+    """Pickles as "call exec on this code": unpickling it creates `marker`."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({str(self.marker)!r}, 'w').close()",))
+
+
+@pytest.mark.parametrize("loosen", ["file", "directory", "owner", None])
+def test_a_file_someone_else_could_have_written_is_never_unpickled(tmp_path, uncached, loosen):
+    """The cache file's name is predictable: in a directory others can write to, or written
+    by someone else, it could be anything. Such a file is ignored (the validator is built, the
+    verdicts are the same) and its pickle never runs; only this user's private file is loaded
+    (loosen None: the payload runs, which is what the check keeps anyone else from doing)."""
+    if loosen == "owner" and os.getuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    cache = tmp_path / "cache"
+    run(cache)
+    (stored,) = cache.glob("validator-rl-*.pickle")
+    marker = tmp_path / "ran"
+    payload = pickle.dumps(Payload(marker))
+    stored.write_bytes(payload)
+    if loosen == "file":
+        stored.chmod(0o620)  # the owner's, but group-writable
+    elif loosen == "directory":
+        cache.chmod(0o770)
+    elif loosen == "owner":
+        os.chown(stored, 12345, 12345)
+    again = run(cache)
+    assert marker.exists() == (loosen is None)
+    assert again["verdicts"] == uncached["verdicts"]
+    if loosen in ("file", "owner"):  # the fallback's own file replaces it, private
+        (stored,) = cache.glob("validator-rl-*.pickle")
+        assert stored.stat().st_mode & 0o077 == 0 and stored.stat().st_uid == os.getuid()
+        assert stored.read_bytes() != payload
+
+
+def test_a_link_in_place_of_the_file_is_not_followed(tmp_path, uncached):
+    cache = tmp_path / "cache"
+    run(cache)
+    (stored,) = cache.glob("validator-rl-*.pickle")
+    elsewhere = tmp_path / "elsewhere.pickle"
+    elsewhere.write_bytes(pickle.dumps(Payload(tmp_path / "ran")))
+    elsewhere.chmod(0o600)
+    stored.unlink()
+    stored.symlink_to(elsewhere)
+    assert run(cache)["verdicts"] == uncached["verdicts"]
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_shared_cache_directory_is_left_alone_and_the_default_one_is_made_private(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    run(shared)
+    assert list(shared.iterdir()) == []  # nothing stored where it would never be read
+    assert shared.stat().st_mode & 0o7777 == 0o1777
+    default = tmp_path / "xdg" / "trainspec"
+    default.mkdir(parents=True)
+    default.chmod(0o775)  # as an older trainspec made it under umask 002
+    run(None, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    assert default.stat().st_mode & 0o777 == 0o700
+    assert len(list(default.glob("validator-rl-*.pickle"))) == 1

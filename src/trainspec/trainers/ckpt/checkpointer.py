@@ -17,6 +17,8 @@ Layout of `<ckpt.output_dir or run_dir/checkpoints>/step_<N>/`:
     meta.json         written last: {"format", "step", "world_size", "run"}; marks it complete
 
 and `latest`, a link to the checkpoint written last (`<run>/checkpoints/latest/weights` loads).
+Loading runs no code from the files (a checkpoint may be someone else's): torch's pickles are
+read restricted (safe_read.py), the per-rank files weights-only.
 
 A save builds `.step_<N>.tmp` and renames it when complete (see files.py), so a process killed
 at any point never leaves a `step_<N>` that `latest()` would pick.
@@ -46,6 +48,7 @@ from ..core.world import World, any_rank
 from ..errors import RunError, SetupError, free_bytes, io_reason, size_text
 from . import files
 from .hf_export import Export, export_weights
+from .safe_read import safe_load
 from .trainer_state import check_same_model, trainer_state
 
 log = logging.getLogger(__name__)
@@ -245,7 +248,7 @@ class Checkpointer:
         if optimizer is not None and not skip_optimizer:
             hyper = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
             state = trainer_state(model, optimizer)
-            dcp.load(state, checkpoint_id=trainer_dir)
+            safe_load(state, trainer_dir)
             set_state_dict(
                 model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
             )
@@ -253,7 +256,7 @@ class Checkpointer:
                 group.update(settings)
         else:
             state = {"model": get_model_state_dict(model)}
-            dcp.load(state, checkpoint_id=trainer_dir)
+            safe_load(state, trainer_dir)
             set_model_state_dict(model, state["model"])
 
         rank_state = files.load_rank_state(path, self.world.rank)

@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
 from torch.optim import Optimizer
 
 from ..errors import SetupError
+from .safe_read import SafeReader
 
 
 def trainer_state(model: nn.Module, optimizer: Optimizer | None) -> dict[str, Any]:
@@ -32,12 +32,11 @@ def trainer_state(model: nn.Module, optimizer: Optimizer | None) -> dict[str, An
 
 def check_same_model(trainer_dir: Path, model_state: dict[str, Any], path: Path) -> None:
     """Refuse a checkpoint written by another model: torch.distributed.checkpoint loads only the
-    tensors the model asks for and would take a deeper model's first layers without a word."""
+    tensors the model asks for and would take a deeper model's first layers without a word.
+    The metadata is read restricted (safe_read.py): a crafted file is refused, never run."""
     saved = {
         key.removeprefix("model."): tuple(meta.size)
-        for key, meta in dcp.FileSystemReader(trainer_dir)
-        .read_metadata()
-        .state_dict_metadata.items()
+        for key, meta in SafeReader(trainer_dir).read_metadata().state_dict_metadata.items()
         if key.startswith("model.") and hasattr(meta, "size")
     }
     wanted = {key: tuple(tensor.shape) for key, tensor in model_state.items()}

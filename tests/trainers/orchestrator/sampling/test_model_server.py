@@ -35,9 +35,12 @@ def local(model_dir):
 
 @pytest.fixture(scope="module")
 def server(model_dir):
+    """The tiny model served, its weights root the model directory's parent as the command's
+    default (pytest's base directory: every tmp_path is under it)."""
     from trainspec.trainers.orchestrator.sampling.model_server import load as load_sampler
 
-    served = ModelServer(load_sampler(str(model_dir), "cpu"), "tiny").start()
+    sampler = load_sampler(str(model_dir), "cpu")
+    served = ModelServer(sampler, "tiny", weights_root=model_dir.parent).start()
     yield served
     served.close()
 
@@ -203,7 +206,8 @@ def test_the_command_refuses_a_missing_model_without_a_traceback(tmp_path, capsy
 
 def test_the_command_serves_until_stopped(model_dir):
     """`python -m trainspec.trainers.orchestrator.sampling.model_server` as a user starts it: it
-    says where it serves."""
+    says where it serves, and where from it reloads weights (the model directory's parent)."""
+    root = model_dir.parent.resolve()
     process = subprocess.Popen(
         [sys.executable, "-m", "trainspec.trainers.orchestrator.sampling.model_server",
          str(model_dir), "--name", "t", "--port", "0", "--device", "cpu"],
@@ -214,6 +218,7 @@ def test_the_command_serves_until_stopped(model_dir):
         line = process.stdout.readline()
         assert line.startswith("serving 't' at http://127.0.0.1:")
         url = line.split(" at ")[1].strip()
+        assert process.stdout.readline() == f"/update_weights loads weights under {root}\n"
         assert httpx.get(url + "/models", timeout=60).json()["data"][0]["id"] == "t"
     finally:
         process.terminate()

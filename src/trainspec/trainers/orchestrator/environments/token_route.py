@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..sampling.http_server import HttpServer, JsonHandler
+from ..sampling.http_server import HttpServer, JsonHandler, RequestError
 
 GENERATE_PATH = "/inference/v1/generate"
 HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding",
@@ -66,8 +66,12 @@ class TokenRoute:
                 route.forward(self, None)
 
             def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length") or 0)
-                route.forward(self, self.rfile.read(length))
+                try:  # a Content-Length that is no byte count, or over the cap: 400, 413
+                    body = self.read_body()
+                except RequestError as exc:
+                    self.send_json(exc.status, {"error": {"message": str(exc)}})
+                    return
+                route.forward(self, body)
 
         self._httpd = HttpServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.1,), daemon=True)

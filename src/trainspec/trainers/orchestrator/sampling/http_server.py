@@ -1,22 +1,33 @@
 """The HTTP side of the local model server (model_server.py): a threading server sized for a
-sampler's burst, a handler that answers JSON, and the errors and fields of a request's body.
+sampler's burst, a handler that answers JSON, and the error a route answers with (what a
+request's fields may hold is request_fields.py).
 
     class Handler(JsonHandler):
         def do_POST(self) -> None:
-            try:
-                body = self.read_json()   # RequestError(400) unless a JSON object
-                self.send_json(200, {"n": number_field(body, "n", 1, int)})
-            except RequestError as exc:
-                self.send_json(exc.status, {"error": {"message": str(exc)}})
+            self.answer(lambda: {"echo": self.read_json()})   # or raise RequestError(400, ...)
 
     httpd = HttpServer(("127.0.0.1", 0), Handler)   # port 0: a free one, httpd.server_address[1]
+
+A client cannot hold the server: each connection has a socket timeout (a client silent that
+long, mid-request or mid-body, is dropped); a Content-Length that is not a byte count is a 400
+and one over the cap a 413, both before any of the body is read; whatever goes wrong inside a
+route is answered, a RequestError with its status, anything unexpected with a JSON 500 (the
+exception's type and message; the traceback goes to the server's log, not the client).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from ...errors import SetupError
+
+log = logging.getLogger("trainspec.model_server")
+BYTE_COUNT = re.compile(r"[0-9]{1,20}")
 
 
 class HttpServer(ThreadingHTTPServer):
@@ -37,16 +48,60 @@ class RequestError(Exception):
 
 
 class JsonHandler(BaseHTTPRequestHandler):
-    """A request handler whose bodies are JSON objects, both ways, and that logs nothing (the
-    orchestrator logs what matters)."""
+    """A request handler whose bodies are JSON objects, both ways, and that logs nothing but
+    its failures (the orchestrator logs what matters). `timeout` is each connection's socket
+    timeout; `max_body_bytes` the largest body read."""
+
+    timeout = 30.0
+    max_body_bytes = 32 << 20
+
+    def read_body(self) -> bytes:
+        """The request's body, b"" when none; a RequestError (400, 413) for a Content-Length
+        that is not a byte count or is over `max_body_bytes`, before any of it is read."""
+        given = self.headers.get_all("Content-Length") or []
+        if not given:
+            return b""
+        text = given[0].strip()
+        if len(given) > 1 or not BYTE_COUNT.fullmatch(text):
+            self.close_connection = True  # the body's end is unknown: nothing more is read
+            shown = ", ".join(repr(v) for v in given)
+            raise RequestError(400, f"Content-Length {shown} is not one byte count")
+        length = int(text)
+        if length > self.max_body_bytes:
+            self.close_connection = True
+            raise RequestError(
+                413, f"the body is {length} bytes; this server reads at most {self.max_body_bytes}"
+            )
+        return self.rfile.read(length)
 
     def read_json(self) -> dict[str, Any]:
-        """The request's body (none: {}); json.JSONDecodeError when it is not JSON."""
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length) or b"{}")
+        """The request's body as a JSON object (none: {}); json.JSONDecodeError when it is not
+        JSON, RequestError(400) when not an object."""
+        body = json.loads(self.read_body() or b"{}")
         if not isinstance(body, dict):
             raise RequestError(400, "the body must be a JSON object")
         return body
+
+    def answer(self, route: Callable[[], dict[str, Any]]) -> None:
+        """Send what `route` returns (200) or why it failed: a RequestError with its status,
+        a body that is not JSON or a bad value (SetupError, ValueError) with 400, anything else
+        with 500 and its traceback in the log. A client that stalled is dropped unanswered."""
+        try:
+            status, payload = 200, route()
+        except RequestError as exc:
+            status, payload = exc.status, {"error": {"message": str(exc)}}
+        except json.JSONDecodeError as exc:
+            status, payload = 400, {"error": {"message": f"the body is not JSON: {exc}"}}
+        except (SetupError, ValueError) as exc:
+            status, payload = 400, {"error": {"message": str(exc)}}
+        except TimeoutError:
+            raise  # http.server drops the connection
+        except Exception as exc:  # noqa: BLE001 - any route's bug: answered, and logged here
+            log.error("%s %s failed", self.command, self.path, exc_info=exc)
+            first = (str(exc).splitlines() or [""])[0][:300]
+            message = f"internal error: {type(exc).__name__}: {first} (the server's log says more)"
+            status, payload = 500, {"error": {"message": message}}
+        self.send_json(status, payload)
 
     def send_json(self, status: int, answer: dict) -> None:
         data = json.dumps(answer).encode()
@@ -58,34 +113,3 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args) -> None:  # quiet: the orchestrator logs what matters
         pass
-
-
-def prompt_ids(body: dict[str, Any], tokenizer) -> list[list[int]]:
-    """The body's `prompt` as lists of token ids: a string, token ids, or a list of either
-    (strings tokenized without special tokens)."""
-    prompt = body.get("prompt")
-    if isinstance(prompt, str):
-        prompt = [prompt]
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        prompt = [prompt]
-    if not isinstance(prompt, list) or not prompt:
-        raise RequestError(400, "prompt must be a string, token ids, or a list of either")
-    out = []
-    for item in prompt:
-        if isinstance(item, str):
-            item = tokenizer(item, add_special_tokens=False)["input_ids"]
-        if not isinstance(item, list) or not item or not all(isinstance(t, int) for t in item):
-            raise RequestError(400, f"prompt {item!r} is not a non-empty list of token ids")
-        out.append(item)
-    return out
-
-
-def number_field(body: dict[str, Any], key: str, default, kind=float):
-    """The body's `key` as `kind` (`default` when absent or null); a RequestError(400) when it
-    is not a number."""
-    value = body.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RequestError(400, f"{key} must be a number, got {value!r}")
-    return kind(value)

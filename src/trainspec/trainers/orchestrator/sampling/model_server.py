@@ -22,21 +22,40 @@ It speaks the part of vLLM's API the orchestrator uses, with the same shapes:
 Sampling is the plain distribution at the temperature: a request that asks for top-k, top-p,
 min-p or a repetition penalty is answered 400 rather than sampled differently. Generation runs
 one request at a time (transformers' `generate` in this process, LocalSampler). The HTTP side
-(server, JSON handler, request fields) is http_server.py.
+is http_server.py; what a request may ask, request_fields.py.
+
+A bad client cannot hold or crash it: each connection has a socket timeout; a body over the
+cap is a 413; `n`, `max_tokens`, prompts per request and tokens per prompt are capped (400
+naming the field and the cap, `Limits`); token ids must lie in the model's vocabulary (400);
+anything unexpected is a JSON 500, its traceback in this process's log.
+
+`/update_weights` loads only directories under the weights root (symlinks and `..` resolved
+first; anything else: 403): `--weights-root` when given, else the parent of the model
+directory served, where a run's `broadcasts/step_<N>` sit beside its first weights. A hub id
+(or a directory at the filesystem's top) gives no root: reloads are refused until
+`--weights-root` names one. A ModelServer built in code has the root it is given (None: none).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 from ...errors import SetupError
-from .http_server import HttpServer, JsonHandler, RequestError, number_field, prompt_ids
+from .http_server import HttpServer, JsonHandler, RequestError
+from .request_fields import (
+    Limits,
+    cap,
+    check_ids,
+    number_field,
+    prompt_ids,
+    vocab_size,
+    weights_path,
+)  # fmt: skip
 
 NEUTRAL = {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
 # What /inference/v1/generate's sampling_params may hold besides NEUTRAL's keys.
@@ -48,50 +67,61 @@ GENERATE_PARAMS = {
 
 class ModelServer:
     """Serves `sampler` (a LocalSampler) under `name` at http://host:port/v1 (port 0: a free
-    one, read back from `port`)."""
+    one, read back from `port`); `/update_weights` loads directories under `weights_root` only
+    (None: none), and every request stays within `limits`."""
 
-    def __init__(self, sampler, name: str, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        sampler,
+        name: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        weights_root: Path | None = None,
+        limits: Limits = Limits(),  # noqa: B008 - frozen, shared safely
+    ) -> None:
         self.sampler = sampler
         self.name = name
-        config = getattr(getattr(sampler, "model", None), "config", None)
+        self.weights_root = Path(weights_root).resolve() if weights_root is not None else None
+        self.limits = limits
+        model = getattr(sampler, "model", None)
+        config = getattr(model, "config", None)
         self.max_model_len = getattr(config, "max_position_embeddings", None)
+        self.vocab = vocab_size(model, getattr(sampler, "tokenizer", None))
         self._lock = threading.Lock()  # one generate at a time: the model is not re-entrant
         self._seeds = itertools.count(1)
         server = self
 
         class Handler(JsonHandler):
+            timeout = limits.timeout_s
+            max_body_bytes = limits.max_body_bytes
+
             def do_GET(self) -> None:
-                if self.path == "/health":
-                    self.send_json(200, {})
-                elif self.path == "/v1/models":
-                    model = {"id": server.name, "object": "model", "owned_by": "trainspec"}
-                    if server.max_model_len is not None:
-                        model["max_model_len"] = server.max_model_len
-                    self.send_json(200, {"object": "list", "data": [model]})
-                else:
-                    self.send_json(404, {"error": {"message": f"no route GET {self.path}"}})
+                self.answer(lambda: server.get(self.path))
 
             def do_POST(self) -> None:
-                try:
-                    body = self.read_json()
-                    if self.path == "/v1/completions":
-                        self.send_json(200, server.complete(body))
-                    elif self.path == "/inference/v1/generate":
-                        self.send_json(200, server.generate(body))
-                    elif self.path == "/update_weights":
-                        self.send_json(200, server.update_weights(body))
-                    else:
-                        raise RequestError(404, f"no route POST {self.path}")
-                except RequestError as exc:
-                    self.send_json(exc.status, {"error": {"message": str(exc)}})
-                except json.JSONDecodeError as exc:
-                    self.send_json(400, {"error": {"message": f"the body is not JSON: {exc}"}})
-                except (SetupError, ValueError) as exc:
-                    self.send_json(400, {"error": {"message": str(exc)}})
+                self.answer(lambda: server.post(self.path, self.read_json))
 
         self.httpd = HttpServer((host, port), Handler)
         self.port = self.httpd.server_address[1]
         self.base_url = f"http://{host}:{self.port}/v1"
+
+    def get(self, path: str) -> dict[str, Any]:
+        if path == "/health":
+            return {}
+        if path == "/v1/models":
+            model = {"id": self.name, "object": "model", "owned_by": "trainspec"}
+            if self.max_model_len is not None:
+                model["max_model_len"] = self.max_model_len
+            return {"object": "list", "data": [model]}
+        raise RequestError(404, f"no route GET {path}")
+
+    def post(self, path: str, read_json) -> dict[str, Any]:
+        routes = {"/v1/completions": self.complete, "/inference/v1/generate": self.generate,
+                  "/update_weights": self.update_weights}  # fmt: skip
+        if path not in routes:
+            raise RequestError(404, f"no route POST {path}")
+        return routes[path](read_json())
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         if body.get("model", self.name) != self.name:
@@ -103,7 +133,8 @@ class ModelServer:
                 raise RequestError(
                     400, f"{key} = {body[key]!r}: this server samples the plain distribution only"
                 )
-        prompts = prompt_ids(body, self.sampler.tokenizer)
+        limits = self.limits
+        prompts = prompt_ids(body, self.sampler.tokenizer, limits, self.vocab, self.max_model_len)
         n = number_field(body, "n", 1, int)
         temperature = number_field(body, "temperature", 1.0)
         max_tokens = number_field(body, "max_tokens", 16, int)
@@ -112,7 +143,14 @@ class ModelServer:
             seed = next(self._seeds)
         if n < 1 or max_tokens < 1 or temperature < 0:
             raise RequestError(400, "n and max_tokens must be >= 1 and temperature >= 0")
+        cap(f"n = {n}", n, limits.max_n, "completions per prompt")
+        cap(f"max_tokens = {max_tokens}", max_tokens, limits.max_tokens, "tokens")
+        if not 0 <= seed < 2**63:
+            raise RequestError(400, f"seed = {seed} must lie in 0 .. 2**63 - 1")
         stops = body.get("stop_token_ids") or [self.sampler.stop_id]
+        if not isinstance(stops, list) or not all(type(t) is int for t in stops):
+            raise RequestError(400, f"stop_token_ids must be a list of token ids, got {stops!r}")
+        check_ids(stops, self.vocab, "stop_token_ids")
         as_ids = bool(body.get("return_tokens_as_token_ids"))
         with self._lock:
             saved, self.sampler.stop_id = self.sampler.stop_id, int(stops[0])
@@ -196,12 +234,11 @@ class ModelServer:
         return {"request_id": "", "prompt_token_ids": body.get("token_ids"), "choices": choices}
 
     def update_weights(self, body: dict[str, Any]) -> dict[str, Any]:
-        path = body.get("path")
-        if not isinstance(path, str):
-            raise RequestError(400, 'send {"path": <weights dir>}')
+        """Load the weights directory `path`, when it lies under the weights root."""
+        weights = weights_path(body, self.weights_root)
         with self._lock:
-            self.sampler.load_weights(Path(path))
-        return {"status": "ok", "path": path}
+            self.sampler.load_weights(weights)
+        return {"status": "ok", "path": body["path"]}
 
     def start(self) -> ModelServer:
         """Serve in a background thread (tests, or a server inside another process)."""
@@ -212,6 +249,17 @@ class ModelServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def default_weights_root(model: str, flag: str | None) -> Path | None:
+    """The command's weights root: `flag` when given, else the parent of the model directory
+    (None for a hub id, or a directory whose parent is the filesystem's root)."""
+    if flag is not None:
+        return Path(flag).resolve()
+    here = Path(model).resolve()
+    if not here.is_dir() or here.parent == Path(here.anchor):
+        return None
+    return here.parent
 
 
 def load(model: str, device: str = "auto", max_batch: int | None = None):
@@ -248,10 +296,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    parser.add_argument(
+        "--weights-root",
+        help="the only directory /update_weights loads from, subdirectories included (default: "
+        "the model directory's parent)",
+    )
     args = parser.parse_args(argv)
     try:
         sampler = load(args.model, args.device)
-        server = ModelServer(sampler, args.name or args.model, args.host, args.port)
+        root = default_weights_root(args.model, args.weights_root)
+        server = ModelServer(
+            sampler, args.name or args.model, args.host, args.port, weights_root=root
+        )
     except SetupError as err:
         print(err.render(), file=sys.stderr)
         return 2
@@ -259,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --port {args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     print(f"serving {server.name!r} at {server.base_url}", flush=True)
+    reloads = f"under {root}" if root is not None else "nowhere (no --weights-root)"
+    print(f"/update_weights loads weights {reloads}", flush=True)
     try:
         server.httpd.serve_forever(0.05)
     except KeyboardInterrupt:
