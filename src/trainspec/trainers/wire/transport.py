@@ -15,7 +15,8 @@ checkpoint), never merely because it was delivered. Both transports move the sam
 - `filesystem` (transport_fs.py): one file per step and rank under `run_dir/rollouts`, written
   atomically; the receiver polls for it and deletes it on commit.
 - `zmq` (transport_zmq.py): the orchestrator serves batches from memory on a ROUTER socket; each
-  trainer rank asks for its steps on a DEALER socket.
+  trainer rank asks for its steps on a DEALER socket. Both ends authenticate with CURVE keys
+  derived from the run's secret, `run_dir/rollouts/zmq.key` (zmq_security.py).
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ def build_sender(transport_cfg, run_dir: Path, ranks: int) -> Sender:
         return FileSystemSender(Path(run_dir), ranks)
     if transport_cfg.type == "zmq":
         from .transport_zmq import ZMQSender
+        from .zmq_security import run_secret
 
-        return ZMQSender(transport_cfg.host, transport_cfg.port, transport_cfg.hwm, ranks)
+        secret = run_secret(Path(run_dir))
+        return ZMQSender(transport_cfg.host, transport_cfg.port, transport_cfg.hwm, ranks, secret)
     raise ValueError(f"unknown rollout transport type {transport_cfg.type!r}")
 
 
@@ -46,6 +49,8 @@ def build_receiver(transport_cfg, run_dir: Path, rank: int) -> Receiver:
         return FileSystemReceiver(Path(run_dir), rank)
     if transport_cfg.type == "zmq":
         from .transport_zmq_receiver import ZMQReceiver
+        from .zmq_security import run_secret
 
-        return ZMQReceiver(transport_cfg.host, transport_cfg.port, transport_cfg.hwm, rank)
+        secret = run_secret(Path(run_dir))
+        return ZMQReceiver(transport_cfg.host, transport_cfg.port, transport_cfg.hwm, rank, secret)
     raise ValueError(f"unknown rollout transport type {transport_cfg.type!r}")

@@ -1,5 +1,7 @@
 """The trainer's side of the ZeroMQ rollout transport: one DEALER socket per rank that asks for
-each step and waits for its reply (the protocol is in transport_zmq.py)."""
+each step and waits for its reply (the protocol is in transport_zmq.py). It is a CURVE client
+with the trainers' key pair and talks only to the server holding the run's server key
+(zmq_security.py); it reads batches of at most MAX_BATCH_BYTES."""
 
 from __future__ import annotations
 
@@ -12,7 +14,15 @@ from zmq.utils.monitor import recv_monitor_message
 
 from .batch import RolloutBatch, decode
 from .endpoints import Receiver
-from .transport_zmq import CONTROL_HWM, connect_address
+from .transport_zmq import CONTROL_HWM
+from .zmq_security import (
+    CONTROL_MAX_BYTES,
+    CURVE_OVERHEAD,
+    MAX_BATCH_BYTES,
+    connect_address,
+    curve_keys,
+    require_curve,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -20,9 +30,10 @@ logger = logging.getLogger(__name__)
 class ZMQReceiver(Receiver):
     """One trainer rank's DEALER socket: asks for each step and waits for its reply."""
 
-    def __init__(self, host: str, port: int, hwm: int, rank: int) -> None:
+    def __init__(self, host: str, port: int, hwm: int, rank: int, secret: bytes) -> None:
         if rank < 0:
             raise ValueError(f"rank must not be negative, got {rank}")
+        require_curve()
         self.rank = rank
         self._committed = 0
         self._last_id = 0
@@ -32,8 +43,16 @@ class ZMQReceiver(Receiver):
         self._closed = False
         self._ctx = zmq.Context()
         self._socket = self._ctx.socket(zmq.DEALER)
-        for option, value in ((zmq.LINGER, 0), (zmq.SNDHWM, CONTROL_HWM), (zmq.RCVHWM, hwm)):
+        for option, value in (
+            (zmq.LINGER, 0),
+            (zmq.SNDHWM, CONTROL_HWM),
+            (zmq.RCVHWM, hwm),
+            (zmq.MAXMSGSIZE, MAX_BATCH_BYTES + CURVE_OVERHEAD),
+        ):
             self._socket.setsockopt(option, value)
+        self._socket.curve_serverkey = curve_keys(secret, "server")[0]
+        public, private = curve_keys(secret, "client")
+        self._socket.curve_publickey, self._socket.curve_secretkey = public, private
         self._monitor = self._socket.get_monitor_socket(zmq.EVENT_CONNECTED)
         self._socket.connect(connect_address(host, port))
         self._poller = zmq.Poller()
@@ -110,9 +129,12 @@ class ZMQReceiver(Receiver):
         """The batch answering the request out, if it arrived; other replies are dropped."""
         while self._socket.poll(0):
             frames = self._socket.recv_multipart(copy=False)
-            if len(frames) != 2:
+            if len(frames) != 2 or len(frames[0]) > CONTROL_MAX_BYTES:
                 continue
             header = json.loads(frames[0].bytes)
+            if header.get("op") == "commit":  # the sender refused a commit: nothing released
+                logger.warning("rank %d: %s", self.rank, header.get("error"))
+                continue
             if self._want is None or header.get("id") != self._want[0]:
                 continue  # answers a request this receiver no longer waits for
             if "error" in header:
