@@ -9,6 +9,7 @@ from typing_extensions import TypeAliasType
 
 from . import algo as algo_1
 from . import client as client_1
+from . import environment
 from . import heartbeat as heartbeat_1
 from . import log as log_1
 from . import model as model_1
@@ -523,130 +524,6 @@ class CurriculumConfig(ConfigModel):
     ] = {}
 
 
-class EvalSourceConfig(ConfigModel):
-    """
-    One source of held-out prompts; unset settings come from the eval table above it.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    name: Annotated[
-        str | None,
-        Field(
-            description="Name of the source in metrics and logs; null uses the taskset id. Unique among the sources of one list.",
-            examples=["reverse-text", "math"],
-        ),
-    ] = None
-    env: Annotated[
-        dict[str, Any],
-        Field(
-            description='The environment: `taskset.id` names the taskset ("builtin:reverse-text" is built in; others load through the verifiers library), the other keys go to it and check themselves at start. A source with data has none.',
-            examples=[{"taskset": {"id": "builtin:reverse-text"}}],
-        ),
-    ] = {}
-    serve: Annotated[
-        dict[str, Any],
-        Field(
-            description="How the environment's server is hosted (verifiers' serve settings). `address` names a server started elsewhere; without one, `pool` or `max_concurrent` has the orchestrator start a server for this source at `env_server_base_port` + its index. With no serve table the environment plays in the orchestrator."
-        ),
-    ] = {}
-    ratio: Annotated[
-        float,
-        Field(
-            description="Relative weight of this source when prompts are picked.",
-            gt=0.0,
-        ),
-    ] = 1.0
-    data: Annotated[
-        SourceDataConfig | None,
-        Field(
-            description="Your own dataset instead of an environment (trainspec's own, as TRL's dataset): its rows are the prompts, the reward functions score the completions."
-        ),
-    ] = None
-    reward: Annotated[
-        list[str],
-        Field(
-            description="Reward functions of a data source, summed with reward_weights: built-in (exact_match, lcs_ratio, math_answer) or your own, 'package.module:function' or 'path/to/file.py:function', called as fn(completion, **row) -> float, sync or async.",
-            examples=[["math_answer", "rewards.py:short_answer"]],
-        ),
-    ] = []
-    reward_weights: Annotated[
-        list[float] | None,
-        Field(description="Weight of each reward function; null weighs each 1.0."),
-    ] = None
-    sampling: Annotated[
-        EvalSamplingConfig | None,
-        Field(
-            description="Sampling of this source; unset keys come from the eval table's sampling."
-        ),
-    ] = None
-    num_examples: Annotated[
-        int | None,
-        Field(
-            description="Prompts per evaluation; null takes eval.num_examples.", ge=-1
-        ),
-    ] = None
-    group_size: Annotated[
-        int | None,
-        Field(description="Completions per prompt; null takes eval.group_size.", ge=1),
-    ] = None
-    interval: Annotated[
-        int | None,
-        Field(description="Steps between evaluations; null takes eval.interval.", ge=1),
-    ] = None
-
-
-class BaseEvalConfig(ConfigModel):
-    """
-    The settings of online evaluation that the orchestrator's [orchestrator.eval] and the SFT trainer's [eval] share: the eval sources, their sampling and when they run.
-    """
-
-    source: Annotated[
-        list[EvalSourceConfig],
-        Field(
-            description="The eval source tables ([[orchestrator.eval.source]], or [[eval.source]] in an SFT config); at least one.",
-            min_length=1,
-        ),
-    ]
-    sampling: Annotated[
-        EvalSamplingConfig,
-        Field(
-            description="Sampling of eval completions; a source's own [sampling] overrides the keys it sets.",
-            validate_default=True,
-        ),
-    ] = {}
-    num_examples: Annotated[
-        int,
-        Field(
-            description="Prompts per evaluation of a source (its first ones); -1 takes all.",
-            ge=-1,
-        ),
-    ] = -1
-    group_size: Annotated[
-        int, Field(description="Completions per eval prompt (pass@k).", ge=1)
-    ] = 1
-    interval: Annotated[
-        int, Field(description="Evaluate every this many steps.", ge=1)
-    ] = 100
-    skip_first_step: Annotated[
-        bool, Field(description="Skip the evaluation of the starting weights.")
-    ] = False
-    retrigger_on_resume: Annotated[
-        bool, Field(description="Evaluate again at the step a resumed run starts from.")
-    ] = False
-
-
-class EvalConfig(BaseEvalConfig):
-    """
-    Online evaluation of the policy on the eval sources.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-
-
 class TrainSourceConfig(ConfigModel):
     """
     One source of train prompts and rewards.
@@ -663,18 +540,21 @@ class TrainSourceConfig(ConfigModel):
         ),
     ] = None
     env: Annotated[
-        dict[str, Any],
+        environment.EnvConfig,
         Field(
-            description='The environment: `taskset.id` names the taskset ("builtin:reverse-text" is built in; others load through the verifiers library), the other keys go to it and check themselves at start. A source with data has none.',
+            description='The environment, in verifiers\' own env settings: `taskset.id` names the taskset ("builtin:reverse-text" is built in; others load through the verifiers library), the env-level knobs are typed, and the keys a taskset, task, harness or env class defines for itself are checked by that class at start. A source with data has none.',
             examples=[{"taskset": {"id": "builtin:reverse-text"}}],
+            json_schema_extra={"x-trainspec-as-written": True},
+            validate_default=True,
         ),
     ] = {}
     serve: Annotated[
-        dict[str, Any],
+        environment.ServeConfig | None,
         Field(
-            description="How the environment's server is hosted (verifiers' serve settings). `address` names a server started elsewhere; without one, `pool` or `max_concurrent` has the orchestrator start a server for this source at `env_server_base_port` + its index. With no serve table the environment plays in the orchestrator."
+            description="How the environment's server is hosted (verifiers' serve settings). With a serve table the environment plays on a verifiers env server: the one `address` names (started elsewhere), else one the orchestrator starts for this source at `env_server_base_port` + its index, sized by `pool` and `max_concurrent` (`serve = {}` takes their defaults). Without one (null, the default) the environment plays in the orchestrator.",
+            json_schema_extra={"x-trainspec-as-written": True},
         ),
-    ] = {}
+    ] = None
     ratio: Annotated[
         float,
         Field(
@@ -726,6 +606,83 @@ class TrainSourceConfig(ConfigModel):
     ] = None
 
 
+class EvalSourceConfig(ConfigModel):
+    """
+    One source of held-out prompts; unset settings come from the eval table above it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[
+        str | None,
+        Field(
+            description="Name of the source in metrics and logs; null uses the taskset id. Unique among the sources of one list.",
+            examples=["reverse-text", "math"],
+        ),
+    ] = None
+    env: Annotated[
+        environment.EnvConfig,
+        Field(
+            description='The environment, in verifiers\' own env settings: `taskset.id` names the taskset ("builtin:reverse-text" is built in; others load through the verifiers library), the env-level knobs are typed, and the keys a taskset, task, harness or env class defines for itself are checked by that class at start. A source with data has none.',
+            examples=[{"taskset": {"id": "builtin:reverse-text"}}],
+            json_schema_extra={"x-trainspec-as-written": True},
+            validate_default=True,
+        ),
+    ] = {}
+    serve: Annotated[
+        environment.ServeConfig | None,
+        Field(
+            description="How the environment's server is hosted (verifiers' serve settings). With a serve table the environment plays on a verifiers env server: the one `address` names (started elsewhere), else one the orchestrator starts for this source at `env_server_base_port` + its index, sized by `pool` and `max_concurrent` (`serve = {}` takes their defaults). Without one (null, the default) the environment plays in the orchestrator.",
+            json_schema_extra={"x-trainspec-as-written": True},
+        ),
+    ] = None
+    ratio: Annotated[
+        float,
+        Field(
+            description="Relative weight of this source when prompts are picked.",
+            gt=0.0,
+        ),
+    ] = 1.0
+    data: Annotated[
+        SourceDataConfig | None,
+        Field(
+            description="Your own dataset instead of an environment (trainspec's own, as TRL's dataset): its rows are the prompts, the reward functions score the completions."
+        ),
+    ] = None
+    reward: Annotated[
+        list[str],
+        Field(
+            description="Reward functions of a data source, summed with reward_weights: built-in (exact_match, lcs_ratio, math_answer) or your own, 'package.module:function' or 'path/to/file.py:function', called as fn(completion, **row) -> float, sync or async.",
+            examples=[["math_answer", "rewards.py:short_answer"]],
+        ),
+    ] = []
+    reward_weights: Annotated[
+        list[float] | None,
+        Field(description="Weight of each reward function; null weighs each 1.0."),
+    ] = None
+    sampling: Annotated[
+        EvalSamplingConfig | None,
+        Field(
+            description="Sampling of this source; unset keys come from the eval table's sampling."
+        ),
+    ] = None
+    num_examples: Annotated[
+        int | None,
+        Field(
+            description="Prompts per evaluation; null takes eval.num_examples.", ge=-1
+        ),
+    ] = None
+    group_size: Annotated[
+        int | None,
+        Field(description="Completions per prompt; null takes eval.group_size.", ge=1),
+    ] = None
+    interval: Annotated[
+        int | None,
+        Field(description="Steps between evaluations; null takes eval.interval.", ge=1),
+    ] = None
+
+
 class TrainConfig(ConfigModel):
     """
     The train sources, their shared sampling, and what is kept of a batch.
@@ -754,6 +711,56 @@ class TrainConfig(ConfigModel):
             description="Drop completions whose advantage is 0 (no better or worse than their group) before shipping a batch: they teach nothing."
         ),
     ] = True
+
+
+class BaseEvalConfig(ConfigModel):
+    """
+    The settings of online evaluation that the orchestrator's [orchestrator.eval] and the SFT trainer's [eval] share: the eval sources, their sampling and when they run.
+    """
+
+    source: Annotated[
+        list[EvalSourceConfig],
+        Field(
+            description="The eval source tables ([[orchestrator.eval.source]], or [[eval.source]] in an SFT config); at least one.",
+            min_length=1,
+        ),
+    ]
+    sampling: Annotated[
+        EvalSamplingConfig,
+        Field(
+            description="Sampling of eval completions; a source's own [sampling] overrides the keys it sets.",
+            validate_default=True,
+        ),
+    ] = {}
+    num_examples: Annotated[
+        int,
+        Field(
+            description="Prompts per evaluation of a source (its first ones); -1 takes all.",
+            ge=-1,
+        ),
+    ] = -1
+    group_size: Annotated[
+        int, Field(description="Completions per eval prompt (pass@k).", ge=1)
+    ] = 1
+    interval: Annotated[
+        int, Field(description="Evaluate every this many steps.", ge=1)
+    ] = 100
+    skip_first_step: Annotated[
+        bool, Field(description="Skip the evaluation of the starting weights.")
+    ] = False
+    retrigger_on_resume: Annotated[
+        bool, Field(description="Evaluate again at the step a resumed run starts from.")
+    ] = False
+
+
+class EvalConfig(BaseEvalConfig):
+    """
+    Online evaluation of the policy on the eval sources.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
 
 
 class OrchestratorConfig(ConfigModel):

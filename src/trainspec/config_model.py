@@ -21,6 +21,10 @@ base class would run for every table: +10% on a whole check, measured).
 
 Validation is strict (no string-to-number or number-to-bool coercion), so a generated class
 accepts exactly what its schema accepts.
+
+A field marked ``x-trainspec-as-written`` (a source's ``env`` and ``serve``, verifiers' own
+tables) is dumped as it was set rather than with every default, so a resolved config read back
+(as `rl` hands the orchestrator its config) hands the library the same table: `written`.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing_extensions import TypeAliasType
 
 NONE_STRING = "None"
 SWITCH = "x-trainspec-switch"
+AS_WRITTEN = "x-trainspec-as-written"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +112,14 @@ def _conventions(cls: type[BaseModel]) -> dict[str, _FieldConventions]:
     return found
 
 
+def _as_written_fields(cls: type[BaseModel]) -> tuple[str, ...]:
+    """The fields a dump keeps as they were set (x-trainspec-as-written)."""
+    extras = ((name, field.json_schema_extra) for name, field in cls.model_fields.items())
+    return tuple(
+        name for name, extra in extras if isinstance(extra, dict) and extra.get(AS_WRITTEN)
+    )
+
+
 def _convert(rule: _FieldConventions, value: Any) -> Any:
     """One value written with a TOML convention, as the generated field expects it."""
     if value == NONE_STRING and rule.nullable:
@@ -126,8 +139,14 @@ class ConfigModel(BaseModel):
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
-        """The class's own schema, behind its fields' TOML conventions when it has any."""
+        """The class's own schema, behind its fields' TOML conventions when it has any, and
+        dumping its as-written fields as set."""
         schema = handler(source)
+        kept = _as_written_fields(cls)
+        if kept and schema.get("type") == "model":
+            dump = functools.partial(_as_written, kept)
+            serializer = core_schema.wrap_serializer_function_ser_schema(dump, info_arg=True)
+            schema = {**schema, "serialization": serializer}
         rules = _conventions(cls)
         if not rules:
             return schema
@@ -154,3 +173,25 @@ def _apply(rules: dict[str, _FieldConventions], data: Any) -> Any:
                     converted = dict(data)
                 converted[name] = new
     return converted
+
+
+def written(table: Any) -> dict[str, Any]:
+    """A table as its settings were written (nested, an open table's extra keys included,
+    defaults left out); a plain dict as it is. What trainspec hands a library that applies its
+    own defaults: a source's `env` and `serve` tables go to verifiers so, whose plugins may
+    default differently from the schema's base tables. A resolved config keeps such a table as
+    written (x-trainspec-as-written), so a dump read back hands over the same."""
+    if isinstance(table, dict):
+        return table
+    return table.model_dump(exclude_unset=True)
+
+
+def _as_written(names: tuple[str, ...], value: Any, handler: Any, info: Any) -> Any:
+    """A table's dump with its as-written fields (x-trainspec-as-written) as they were set."""
+    data = handler(value)
+    if isinstance(data, dict):
+        for name in names:
+            table = getattr(value, name, None)
+            if name in data and isinstance(table, BaseModel):
+                data[name] = table.model_dump(mode=info.mode, exclude_unset=True)
+    return data

@@ -22,19 +22,26 @@ class KindInfo:
     class_name: str
     rules: str  # the module whose <NAME>_RULES run after the shared ones (trainers only)
     shared_rules: bool  # the trainer kinds run the shared rules first
+    command: str  # the command that reads a config of this kind (`sft @ x.toml`)
     # "module:function" that turns a structurally valid document into the one the classes build
     # (the combined config copies its shared settings into both sub-configs), or None
     document_hook: str | None = None
 
 
 KIND_INFO: dict[Kind, KindInfo] = {
-    "rl": KindInfo("rl_trainer", "rl_trainer", "RLTrainerConfig", "rl", True),
-    "sft": KindInfo("sft_trainer", "sft_trainer", "SFTTrainerConfig", "sft", True),
+    "rl": KindInfo("rl_trainer", "rl_trainer", "RLTrainerConfig", "rl", True, "rl-trainer"),
+    "sft": KindInfo("sft_trainer", "sft_trainer", "SFTTrainerConfig", "sft", True, "sft"),
     "orchestrator": KindInfo(
-        "orchestrator", "orchestrator", "OrchestratorConfig", "orchestrator", False
+        "orchestrator", "orchestrator", "OrchestratorConfig", "orchestrator", False, "orchestrator"
     ),
     "rl_run": KindInfo(
-        "rl", "rl", "RLConfig", "rl_run", False, "trainspec.validators.rl_run:propagate_shared"
+        "rl",
+        "rl",
+        "RLConfig",
+        "rl_run",
+        False,
+        "rl",
+        "trainspec.validators.rl_run:propagate_shared",
     ),
 }
 ALL_KINDS: tuple[Kind, ...] = get_args(Kind)

@@ -15,6 +15,8 @@ from trainspec.config import dump_json, load
 resolved = load("sft", ["configs/sft/tiny.toml"])
 dump_json(resolved.config)
 load("rl", ["configs/rl/qwen3-30b-a3b-math.toml"])
+from trainspec.config.kind_inference import infer_kind
+assert infer_kind([{"data": {"fake": {}}}]).kind == "rl"
 heavy = sorted(m for m in ("torch", "transformers", "numpy") if m in sys.modules)
 print(",".join(heavy) or "none")
 """

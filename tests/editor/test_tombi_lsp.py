@@ -17,11 +17,13 @@ SFT_ONLY = set(
 HEADER = {
     "rl": "#:schema ../../generated/schemas/rl_trainer.json\n",
     "sft": "#:schema ../../generated/schemas/sft_trainer.json\n",
+    "rl_run": "#:schema ../../generated/schemas/rl.json\n",
 }
 
 
 def document(kind: str, body: str) -> tuple[str, str]:
-    return f"configs/{kind}/editor-test.toml", HEADER[kind] + body
+    folder = {"rl_run": "rl"}.get(kind, kind)  # a directory that exists: tombi resolves from it
+    return f"configs/{folder}/editor-test.toml", HEADER[kind] + body
 
 
 def lines_of(found: list[tuple[int, str]]) -> set[int]:
@@ -67,6 +69,53 @@ async def test_completion_follows_the_variant_type(editor, body, present, absent
     labels = await editor.completion(uri, body.count("\n") + 1, 0, expecting=present)
     assert present <= labels
     assert not absent & labels
+
+
+TRAIN = '[[orchestrator.train.source]]\nenv.taskset.id = "reverse-text"\n'
+EVAL = '[[orchestrator.eval.source]]\nenv.taskset.id = "reverse-text"\n'
+
+
+@pytest.mark.parametrize(
+    "kind, body, present, absent",
+    [
+        ("rl_run", TRAIN + "[orchestrator.train.source.env.timeout]\n\n",
+         {"episode", "finalize"}, {"setup"}),
+        ("rl_run", '[[orchestrator.train.source]]\n[orchestrator.train.source.env]\n'
+         'taskset.id = "reverse-text"\n\n',
+         {"id", "timeout", "retries", "max_concurrent_agents", "interception", "agent"}, set()),
+        ("rl_run", TRAIN + "[orchestrator.train.source.serve]\n\n",
+         {"pool", "address", "max_concurrent"}, set()),
+        ("rl_run", TRAIN + '[orchestrator.train.source.serve.pool]\ntype = "static"\n\n',
+         {"num_workers"}, {"max_workers", "multiplex"}),
+        ("rl_run", EVAL + '[orchestrator.eval.source.env.agent.runtime]\ntype = "modal"\n\n',
+         {"vm", "network_access", "creates_per_sec"}, {"labels", "checkpoint"}),
+        ("rl_run", EVAL + "[orchestrator.eval.source.env.agent]\n\n",
+         {"harness", "runtime", "max_turns", "sampling", "client", "network_notice"}, set()),
+        ("rl_run", EVAL + "[orchestrator.eval.source.env.retries]\n\n",
+         {"max_retries", "rules"}, set()),
+        ("sft", '[[eval.source]]\nenv.taskset.id = "reverse-text"\n[eval.source.env.taskset]\n\n',
+         {"system_prompt", "task"}, set()),
+        ("sft", '[[eval.source]]\nenv.taskset.id = "x"\n[eval.source.env.interception]\n\n',
+         {"multiplex"}, set()),
+    ],
+    ids=["env.timeout", "env", "serve", "serve.pool static", "agent.runtime modal", "env.agent",
+         "env.retries", "sft env.taskset", "sft env.interception"],
+)  # fmt: skip
+async def test_completion_inside_a_sources_env_and_serve_tables(
+    editor, kind, body, present, absent
+):
+    uri = editor.open(*document(kind, body))
+    labels = await editor.completion(uri, body.count("\n") + 1, 0, expecting=present)
+    assert present <= labels, sorted(labels)
+    assert not absent & labels, sorted(absent & labels)
+
+
+async def test_a_typo_in_an_env_table_is_flagged_on_its_line(editor):
+    body = TRAIN + "env.timeout.episod = 30\nserve.max_concurent = 2\n"
+    uri = editor.open(*document("rl_run", body))
+    found = await editor.diagnostics(uri, expecting=lambda found: {3, 4} <= lines_of(found))
+    assert {3, 4} <= lines_of(found), found
+    assert any("episod" in message for line, message in found if line == 3), found
 
 
 async def test_hover_shows_description_and_default(editor):

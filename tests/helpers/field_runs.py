@@ -236,6 +236,7 @@ def run_everything_on(out: Path, recorder: FieldRecorder, heartbeat_url: str) ->
     stale = Path(config.output_dir) / config.run.dir / "stale"
     stale.parent.mkdir(parents=True)
     stale.write_text("from an earlier run")
+    (stale.parent / "identity.json").write_text('{"kind": "sft"}')  # a run's: clean may empty it
     assert launch(recorder.wrap(config)) == 0
     assert not stale.exists()  # clean = true emptied the run directory first
     close_world()
@@ -473,7 +474,6 @@ def online_eval_settings(out: Path) -> dict:
                 {
                     "name": "rt",
                     "env": {"taskset": {"id": "builtin:reverse-text", "split": "test"}},
-                    "serve": {},
                     "ratio": 1.0,
                     "num_examples": 2,
                     "group_size": 2,

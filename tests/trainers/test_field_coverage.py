@@ -12,7 +12,10 @@ How it is proven, with no list that could lie:
   a refused table covers the keys under it (none of them can be set without it);
 * config rules: a field the config layer consumes on the trainer's behalf is listed with the
   rule, which must run for SFT and act differently for two values of the field;
-* renamed keys (`x-trainspec-renamed` in the schema) must be rejected by `load` naming the key.
+* renamed keys (`x-trainspec-renamed` in the schema) must be rejected by `load` naming the key;
+* an eval source's `env` and `serve` tables go to verifiers as written, which reads them with its
+  own config classes: their leaves count when a component read the table, each proven to reach
+  verifiers by tests/config/test_env_schema.py (helpers/env_tables.py).
 
 The keys of each `[[eval.source]]` table count as leaves of their own (`eval.source[].interval`),
 as the orchestrator's do in rl/test_rl_field_coverage.py.
@@ -25,10 +28,12 @@ look at what they recorded. One run compiles a block (about 20 s on two cold CPU
 
 from __future__ import annotations
 
+import re
 import typing
 
 import pytest
 import torch
+from helpers.env_tables import handed_to_verifiers
 from helpers.field_leaves import leaves_of
 from helpers.field_recorder import FieldRecorder
 from helpers.field_refusals import (
@@ -109,7 +114,8 @@ def refused(tmp_path_factory) -> tuple[dict[str, BaseException | None], FieldRec
                 continue
             if settings.get("memory_profiler_path") == "PROFILE":
                 settings = {**settings, "memory_profiler_path": str(out / "memory.pickle")}
-            config = tiny_config(out, row_id.replace("=", "-").replace(".", "-"), settings)
+            name = re.sub(r"[=./]", "-", row_id)  # run.name: one path component
+            config = tiny_config(out, name, settings)
             try:
                 train_recorded(recorder, config)
                 outcomes[row_id] = None
@@ -119,6 +125,10 @@ def refused(tmp_path_factory) -> tuple[dict[str, BaseException | None], FieldRec
 
 
 RENDERER_SETTINGS, CUSTOM_ONLY = renderer_settings()
+# The leaves of each eval source's env and serve tables: verifiers' own settings, which the
+# source hands verifiers as written (verifiers_config.env_config, env_servers.serve_config);
+# test_env_schema.py proves each reaches verifiers' config.
+VERIFIERS_SETTINGS = handed_to_verifiers("eval.source[]")
 
 
 def _refused_by(leaf: str) -> str | None:
@@ -126,6 +136,11 @@ def _refused_by(leaf: str) -> str | None:
         if leaf == path or leaf.startswith(path + "."):
             return path
     return None
+
+
+def _table_of(leaf: str) -> str:
+    """The env or serve table of an eval source that `leaf` is in."""
+    return ".".join(leaf.split(".")[:3])
 
 
 def _how_consumed(leaf: str, consumed: FieldRecorder, refused_reads: FieldRecorder) -> str | None:
@@ -137,6 +152,8 @@ def _how_consumed(leaf: str, consumed: FieldRecorder, refused_reads: FieldRecord
         return f"consumed by the rule {CONSUMED_BY_RULES[leaf]}"
     if leaf in RENDERER_SETTINGS:
         return f'handed to the renderers package (renderer.name = "{RENDERER_SETTINGS[leaf]}")'
+    if leaf in VERIFIERS_SETTINGS and consumed.readers(_table_of(leaf)):
+        return f"handed to verifiers with its table ({VERIFIERS_SETTINGS[leaf]})"
     if leaf in CUSTOM_ONLY and "renderer.name" in REFUSED_PATHS:
         return 'only under renderer.name = "custom", which is refused'
     if leaf in RENAMED:

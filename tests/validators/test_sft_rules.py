@@ -44,6 +44,8 @@ def test_sft_rules_are_the_documented_ones():
         "validate_vlm_constraints",
         "resolve_dp_replicate_from_deployment",
         "resolve_run_name",
+        "run_dir_is_one_name",
+        "sbatch_values_are_words",
     ]
 
 

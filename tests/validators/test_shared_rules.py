@@ -64,7 +64,8 @@ def test_every_pipeline_rule_has_a_test():
 
 
 @pytest.mark.parametrize(
-    "module", ["context", "auto", "model_rules", "shared", "rl", "sft", "pipeline"]
+    "module",
+    ["context", "auto", "model_rules", "shared", "rl", "sft", "pipeline", "run_paths", "slurm"],
 )
 def test_validator_module_imports_on_its_own(module):
     """Each rules module can be the first trainspec import of a process (a rule author's

@@ -21,7 +21,6 @@ from .schema_messages import (
     bad_value,
     is_known,
     key_issue,
-    schema_path,
     unknown_key,
     wrong_shape,
 )
@@ -138,7 +137,8 @@ def _translate(error, info: SchemaInfo, data: Any, schema: dict) -> Iterator[Con
     path = _instance_path(error, data)
     kind = _kind(error)
     if kind in ("AnyOf", "OneOfNotValid"):
-        tag = info.tag_of(schema_path(path))
+        inner, where = info.scope(path)
+        tag = inner.tag_of(where)
         branches = [b for b in error.kind.context if _viable(b, path, data, tag)]
         if branches:
             for inner in min(branches, key=len):

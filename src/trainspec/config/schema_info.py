@@ -188,6 +188,38 @@ class SchemaInfo:
         """Every path whose last key is `name` (for "this key belongs under [section]")."""
         return [path for path in self.keys if path[-1] == name]
 
+    def scope(self, path: tuple[Any, ...]) -> tuple[SchemaInfo, KeyPath]:
+        """(what describes `path`, its key path there): a path inside a table of an array of
+        tables (`train.source.0.env.timeout`) is described by the array's tables
+        (`env.timeout` of [[train.source]]); any other path by this schema."""
+        info, start = self, 0
+        for index, part in enumerate(path):
+            if isinstance(part, int):
+                inner = info._items(tuple(p for p in path[start:index] if isinstance(p, str)))
+                if inner is not None:
+                    info, start = inner, index + 1
+        return info, tuple(p for p in path[start:] if isinstance(p, str))
+
+    def _items(self, array: KeyPath) -> SchemaInfo | None:
+        """The schema of the tables of the array of tables at `array` (None for another key)."""
+        key = self.keys.get(array)
+        if key is None or key.items is None or not key.items.is_table:
+            return None
+        cache: dict[KeyPath, SchemaInfo] = self.__dict__.setdefault("_item_infos", {})
+        if array not in cache:
+            node = self.schema
+            for part in array:
+                node = self.resolve(node)
+                properties: dict[str, Any] = {}
+                for shape in objects(self.schema, node):
+                    properties.update(shape.properties)
+                node = self.resolve(properties[part])
+            branches = [node, *(self.resolve(b) for b in node.get("anyOf", []))]
+            items = next(b["items"] for b in branches if "items" in b)
+            defs = self.schema.get("$defs", {})
+            cache[array] = SchemaInfo({"$defs": defs, **self.resolve(items)})
+        return cache[array]
+
 
 _TYPE_ORDER = ("object", "array", "boolean", "integer", "number", "string", "null")
 _ARTICLES = {

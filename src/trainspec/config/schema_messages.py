@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from trainspec.issues import ConfigIssue, dotted, toml_value
+from trainspec.schema_walk import objects
 
 if TYPE_CHECKING:
     from .schema_info import KeyInfo, SchemaInfo
@@ -33,7 +34,7 @@ def schema_path(path: tuple[Any, ...]) -> tuple[str, ...]:
 def variant(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> str | None:
     """The tag (`type`, or the union's own key) a union table selects (its default variant
     when the tag is left out)."""
-    where = schema_path(path)
+    info, where = info.scope(path)
     if where not in info.variants:
         return None
     key = info.tag_of(where)
@@ -46,10 +47,15 @@ def variant(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> str | None:
 
 
 def valid_keys(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> list[str]:
-    where = schema_path(path)
     tag = variant(path, info, data)
+    info, where = info.scope(path)
     if tag is not None:
         return info.variants[where].get(tag, [])
+    table = info.free_table(where) if where else None
+    if table is not None and table.free_values:  # a table of a free-form table of tables
+        return [
+            key for shape in objects(info.schema, table.free_values) for key in shape.properties
+        ]
     return info.children.get(where, [])
 
 
@@ -62,10 +68,13 @@ def unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) ->
     where = schema_path(path)
     valid = valid_keys(path, info, data)
     close = close_matches(key, valid, n=1, cutoff=0.6)
-    elsewhere = [p for p in info.where(key) if p[:-1] != where]
+    inner, local = info.scope(path)
+    above = where[: len(where) - len(local)]  # the array of tables `path` is inside, if any
+    found = [*info.where(key), *((*above, *p) for p in inner.where(key) if inner is not info)]
+    elsewhere = [p for p in dict.fromkeys(found) if p[:-1] != where]
     section = f"[{_dotted(where)}]" if where else "the top level"
     tag = variant(path, info, data)
-    owners = [t for t, keys in info.variants.get(where, {}).items() if key in keys]
+    owners = [t for t, keys in inner.variants.get(local, {}).items() if key in keys]
     if not where and key in info.unsupported:
         return key_issue(
             (*path, key),
@@ -76,7 +85,7 @@ def unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) ->
         )
     if tag is not None and owners:
         names = " or ".join(json.dumps(t) for t in owners)
-        fix = f'{key} is a setting of {_dotted((*where, info.tag_of(where)))} {names}, not "{tag}"'
+        fix = f'{key} is a setting of {_dotted((*where, inner.tag_of(local)))} {names}, not "{tag}"'
     elif elsewhere:  # the exact key of another table beats a look-alike in this one
         homes = " or ".join(
             f"[{_dotted(p[:-1])}]" if p[:-1] else "the top level" for p in elsewhere
@@ -95,9 +104,10 @@ def unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) ->
 
 
 def wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIssue:
-    where = schema_path(path)
+    item = bool(path) and isinstance(path[-1], int)  # an item of an array: what items take
+    info, where = info.scope(path[:-1] if item else path)
     value = lookup(data, path)
-    tags = info.variants.get(where)
+    tags = None if item else info.variants.get(where)
     tag = info.tag_of(where)
     if tags and isinstance(value, dict) and tag in value:
         choices = list(tags)
@@ -113,13 +123,13 @@ def wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIss
         names = ", ".join(json.dumps(c) for c in tags)
         return key_issue(
             (*path, tag),
-            f"is required: [{_dotted(where)}] has no default {tag}",
+            f"is required: [{_dotted(schema_path(path))}] has no default {tag}",
             f"add {tag} = one of {names}",
         )
     key: KeyInfo | None = info.keys.get(where)
     described = key
-    if key is not None and path and isinstance(path[-1], int) and key.items is not None:
-        key = key.items  # an array item: what the items take
+    if key is not None and item and key.items is not None:
+        key = key.items
     expected = key.expected() if key else "another kind of value"
     fix = f"write {expected} ({describe_fix(described)})"
     if key is not None and isinstance(value, str) and key.choices:
@@ -139,7 +149,8 @@ def describe_fix(key) -> str:
 def bad_names(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> Iterator[ConfigIssue]:
     import jsonschema_rs
 
-    key = info.keys.get(schema_path(path))
+    inner, where = info.scope(path)
+    key = inner.keys.get(where)
     names_schema = key.property_names if key else None
     table = lookup(data, path)
     if not names_schema or not isinstance(table, dict):
@@ -156,8 +167,8 @@ def bad_names(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> Iterator[Co
 
 
 def bad_value(path, kind: str, error, info: SchemaInfo, data: Any) -> ConfigIssue:
-    where = schema_path(path)
-    key = info.keys.get(where)
+    inner, where = info.scope(path)
+    key = inner.keys.get(where)
     value = lookup(data, path)
     got = toml_value(value)
     limit = getattr(error.kind, "limit", None)
@@ -178,7 +189,7 @@ def bad_value(path, kind: str, error, info: SchemaInfo, data: Any) -> ConfigIssu
         if close:
             return key_issue(path, message, f'did you mean "{close[0]}"?')
     elif kind == "Type":
-        expected = key.expected() if key and len(path) == len(where) else None
+        expected = key.expected() if key and not (path and isinstance(path[-1], int)) else None
         if not expected:
             words = {"integer": "an integer", "number": "a number", "string": "a string"}
             expected = " or ".join(words.get(t, t) for t in error.kind.types)

@@ -43,9 +43,16 @@ class RuleContext:
             table.model_fields_set.discard(name)
 
     def warn(
-        self, path: str, message: str, fix: str | None = None, related: tuple[str, ...] = ()
+        self,
+        path: str,
+        message: str,
+        fix: str | None = None,
+        related: tuple[str, ...] = (),
+        about_key: bool = False,
     ) -> None:
-        self.warnings.append(ConfigIssue("warning", path, message, fix, self.rule, related))
+        """Let the config pass with a note; `about_key` as for error()."""
+        issue = ConfigIssue("warning", path, message, fix, self.rule, related, about_key=about_key)
+        self.warnings.append(issue)
 
 
 show = toml_value

@@ -23,7 +23,12 @@ from trainspec.generated.deployment import MultiNodeDeploymentConfig
 from trainspec.generated.weight_broadcast import FileSystemWeightBroadcastConfig
 
 from .context import RuleContext, show
-from .orchestrator import check_concurrency_bounds, check_source_names, check_source_tasks
+from .orchestrator import (
+    check_concurrency_bounds,
+    check_env_keys,
+    check_source_names,
+    check_source_tasks,
+)
 
 if TYPE_CHECKING:
     from trainspec.generated.sft_trainer import SFTTrainerConfig
@@ -248,12 +253,14 @@ def resolve_eval_inference(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
 
 
 def validate_eval_sources(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
-    """The eval sources have distinct names (not "agg"), and each one task: an environment, or
-    data with its reward functions (the orchestrator's rules on its eval sources)."""
+    """The eval sources have distinct names (not "agg"), each one task: an environment, or
+    data with its reward functions, and no near miss of verifiers' own keys in their open env
+    tables (the orchestrator's rules on its eval sources)."""
     if cfg.eval is None:
         return
     check_source_names(ctx, "eval.source", list(cfg.eval.source))
     check_source_tasks(ctx, "eval.source", list(cfg.eval.source))
+    check_env_keys(ctx, "eval.source", list(cfg.eval.source))
 
 
 def validate_eval_concurrency(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:

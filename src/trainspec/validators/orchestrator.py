@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainspec.config_model import written
+
 from .context import RuleContext, show
 from .shared import reject_protected_env_vars, validate_env_var_names
 
@@ -92,11 +94,10 @@ RESERVED_NAMES = ("agg",)  # the reference's name of the all-sources aggregate i
 
 def source_name(source: Any) -> str:
     """A source's name: its `name`, else its taskset id, else its data's name."""
-    taskset = source.env.get("taskset") if isinstance(source.env, dict) else None
     if source.name:
         return source.name
-    if isinstance(taskset, dict) and taskset.get("id"):
-        return str(taskset["id"])
+    if source.env.taskset.id:
+        return str(source.env.taskset.id)
     return source.data.name if source.data is not None else ""
 
 
@@ -143,11 +144,48 @@ def source_has_one_task(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
         check_source_tasks(ctx, f"{table}.source", sources)
 
 
+def env_keys_are_no_typos(cfg: OrchestratorConfig, ctx: RuleContext) -> None:
+    """A key of an open env table that looks like a typo of one of verifiers' own keys there."""
+    for table, sources in _source_lists(cfg):
+        check_env_keys(ctx, f"{table}.source", sources)
+
+
+def check_env_keys(ctx: RuleContext, at: str, sources: list[Any]) -> None:
+    """The tables of a source's `env` that a plugin's own class extends (the env class's, the
+    taskset's, its task's, a judge's, the harness's) or that pass keys on to the endpoint (a
+    sampling table) take keys the schema cannot know, so validate-config accepts them and the
+    plugin checks them when the environment loads; one that is a near miss of verifiers' own
+    key in that table (taskset.sytem_prompt) is warned about now."""
+    from difflib import get_close_matches
+
+    for index, source in enumerate(sources):
+        env, here = source.env, f"{at}.{index}.env"
+        task, agent = env.taskset.task, env.agent
+        tables = [(here, env), (f"{here}.taskset", env.taskset), (f"{here}.taskset.task", task)]
+        for n, judge in enumerate(task.judges):
+            judged = f"{here}.taskset.task.judges.{n}"
+            tables += [(judged, judge), (f"{judged}.sampling", judge.sampling)]
+        for name in ("harness", "sampling"):
+            if getattr(agent, name) is not None:
+                tables.append((f"{here}.agent.{name}", getattr(agent, name)))
+        for path, table in tables:
+            for key in table.model_extra or {}:
+                close = get_close_matches(key, list(type(table).model_fields), n=1, cutoff=0.8)
+                if close:
+                    ctx.warn(
+                        f"{path}.{key}",
+                        f"is not one of verifiers' own keys of this table; {close[0]} is",
+                        f"did you mean {path}.{close[0]}? (keep {key} if the plugin's own "
+                        "config has it: it is checked when the environment loads)",
+                        about_key=True,
+                    )
+
+
 def check_source_tasks(ctx: RuleContext, at: str, sources: list[Any]) -> None:
     """Each source of the list at `at` has one task: an environment, or data and a reward."""
     for index, source in enumerate(sources):
         here = f"{at}.{index}"
-        if source.data is not None and source.env:
+        if source.data is not None and written(source.env):
             ctx.error(
                 f"{here}.env",
                 "is set beside data: a source's prompts come from one of them",
@@ -241,6 +279,7 @@ ORCHESTRATOR_RULES = (
     single_rollouts_learn_nothing,
     source_names_distinct,
     source_has_one_task,
+    env_keys_are_no_typos,
     sampling_source_fits_algo,
     echo_needs_a_role,
 )

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 from trainspec.kinds import Kind
 
 from .context import RuleContext
+from .run_paths import run_dir_is_one_name
 from .shared import fsdp_group_replicas, reject_protected_env_vars, validate_env_var_names
+from .slurm import exported_env_names_are_shell_names, sbatch_values_are_words
 
 if TYPE_CHECKING:
     from trainspec.generated.rl import RLConfig
@@ -300,6 +302,9 @@ def validate_multi_node_inference(cfg: RLConfig, ctx: RuleContext) -> None:
 RL_RUN_RULES = (
     top_env_vars_protected,
     top_env_var_names,
+    exported_env_names_are_shell_names,
+    run_dir_is_one_name,
+    sbatch_values_are_words,
     gpus_fit_the_node,
     resolve_multi_node_deployment,
     validate_multi_node_inference,

@@ -18,7 +18,9 @@ from trainspec.run_identity import identity_digest, run_identity
 
 from .context import RuleContext
 from .online_evals import ONLINE_EVAL_RULES
+from .run_paths import run_dir_is_one_name
 from .shared import fsdp_group_replicas
+from .slurm import sbatch_values_are_words
 
 if TYPE_CHECKING:
     from trainspec.generated.sft_trainer import SFTTrainerConfig
@@ -192,4 +194,6 @@ SFT_RULES = (
     validate_vlm_constraints,
     resolve_dp_replicate_from_deployment,
     resolve_run_name,
+    run_dir_is_one_name,
+    sbatch_values_are_words,
 )

@@ -218,6 +218,26 @@ def test_what_a_built_in_taskset_cannot_honour_is_refused_by_its_path(tokenizer)
     assert "orchestrator.train.source[3].serve.address" not in found
 
 
+def test_a_serve_table_is_what_asks_for_a_server():
+    """No serve table (null): the environment plays in the orchestrator; a table that names no
+    address, even `serve = {}` (verifiers' defaults), has the orchestrator start one; an address
+    names one started elsewhere. A built-in taskset has none: its serve table is refused."""
+    from trainspec.trainers.orchestrator.environments.players import serve_refusals, starts_server
+
+    env = {"taskset": {"id": "reverse-text"}}
+    cfg = config(train={"source": [{"name": "a", "env": env},
+                                   {"name": "b", "env": env, "serve": {}},
+                                   {"name": "c", "env": env, "serve": {"address": "tcp://h:1"}},
+                                   {"name": "d", "env": RT, "serve": {}}]})  # fmt: skip
+    played, served, elsewhere, built_in = cfg.train.source
+    assert [starts_server(s) for s in cfg.train.source] == [False, True, False, False]
+    assert served.serve.pool.type == "elastic" and played.serve is None
+    assert serve_refusals(elsewhere, "x") == [] and serve_refusals(served, "x") == []
+    (refused,) = serve_refusals(built_in, "orchestrator.train.source[3]")
+    assert refused.path == "orchestrator.train.source[3].serve"
+    assert "only a verifiers environment is served" in refused.problem
+
+
 def test_the_plain_chat_harness_is_a_built_in_taskset_s_own(tokenizer):
     agent = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
     cfg = config(train={"source": [{"env": {**RT, "agent": agent}}]})

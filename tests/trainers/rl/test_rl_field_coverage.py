@@ -18,7 +18,9 @@ How it is proven, with no list that could lie:
   refused variants have;
 * config rules: a field the config layer consumes on the loop's behalf is listed with the rule,
   and the rule must run for the kind and mention the field;
-* renamed keys (`x-trainspec-renamed` in the schema) must be rejected by `load` naming the key.
+* renamed keys (`x-trainspec-renamed` in the schema) must be rejected by `load` naming the key;
+* a source's `env` and `serve` tables go to verifiers as written: their leaves count when a
+  component read the table, each proven to reach verifiers by tests/config/test_env_schema.py.
 
     .venv/bin/python -m pytest tests/trainers/rl/test_rl_field_coverage.py -q
 
@@ -36,6 +38,7 @@ from pathlib import Path
 # when it collects a test there first.
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from helpers.env_tables import handed_to_verifiers
 from helpers.field_leaves import leaves_of
 from helpers.field_recorder import FieldRecorder
 from helpers.field_refusals import applies_here, renderer_settings
@@ -105,6 +108,13 @@ RENDERER_SETTINGS, CUSTOM_ONLY = renderer_settings("renderer")
 OPSD_RENDERER_SETTINGS, OPSD_CUSTOM_ONLY = renderer_settings("algo.renderer")
 RENDERER_SETTINGS = {**RENDERER_SETTINGS, **OPSD_RENDERER_SETTINGS}
 CUSTOM_ONLY = {**CUSTOM_ONLY, **OPSD_CUSTOM_ONLY}
+# The leaves of each source's env and serve tables: verifiers' own settings, which the source
+# hands verifiers as written (verifiers_config.env_config, env_servers.serve_config);
+# tests/config/test_env_schema.py proves each reaches verifiers' config.
+VERIFIERS_SETTINGS = {
+    **handed_to_verifiers("train.source[]"),
+    **handed_to_verifiers("eval.source[]"),
+}
 
 # -- the runs ---------------------------------------------------------------------------------
 
@@ -266,6 +276,9 @@ def how_consumed(kind: str, leaf: str, request) -> str | None:
     if kind == "orchestrator" and leaf in RENDERER_SETTINGS:
         # proven by test_a_prompt_renderer_setting_reaches_the_renderers_package
         return f'handed to the renderers package (renderer.name = "{RENDERER_SETTINGS[leaf]}")'
+    table = ".".join(leaf.split(".")[:3])  # a source's env or serve table
+    if kind == "orchestrator" and leaf in VERIFIERS_SETTINGS and consumed.readers(table):
+        return f"handed to verifiers with its table ({VERIFIERS_SETTINGS[leaf]})"
     if kind == "orchestrator" and leaf in CUSTOM_ONLY:
         table = leaf.rsplit(".", 1)[0]
         custom = refused_by(kind, f"{table}.name", outcomes)

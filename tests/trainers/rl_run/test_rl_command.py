@@ -244,3 +244,18 @@ def test_the_demo_config_is_valid():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "valid rl_run config" in result.stdout
+
+
+def test_clean_deletes_nothing_in_a_directory_no_run_marks(tmp_path, capsys):
+    """clean = true (the default) deletes an earlier run's rollouts/ and broadcasts/, and only
+    where trainspec's identity.json marks the directory as a run's."""
+    from trainspec.trainers.rl_run.main import main
+
+    config = write_config(tmp_path)
+    theirs = tmp_path / "run" / "rollouts"
+    theirs.mkdir(parents=True)
+    (theirs / "notes.txt").write_text("someone else's\n")
+    assert main([str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "clean: error: = true would delete rollouts in" in err and "identity.json" in err
+    assert (theirs / "notes.txt").read_text() == "someone else's\n"

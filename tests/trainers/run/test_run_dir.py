@@ -1,5 +1,6 @@
 """A run directory belongs to one run: its identity is recorded and compared, a second process
-finds it locked, `clean` empties it but for the lock, and a relaunch finds the same one."""
+finds it locked, `clean` empties it but for the lock (and only a directory its identity file
+marks as a run's), and a relaunch finds the same one."""
 
 from __future__ import annotations
 
@@ -72,6 +73,45 @@ def test_clean_empties_the_directory_and_records_the_new_run(tmp_path):
     assert not (run_dir / "checkpoints").exists()
     assert json.loads((run_dir / IDENTITY_FILE).read_text())["optim"]["lr"] == 2e-3
     assert (run_dir / LOCK_FILE).is_file()
+
+
+@pytest.mark.parametrize(
+    "identity",
+    [None, '{"name": "someone else\'s"}', "not json", '["sft"]'],
+    ids=["none", "another-program", "not-json", "not-an-object"],
+)
+def test_clean_refuses_a_directory_no_identity_file_marks_and_leaves_its_files(tmp_path, identity):
+    """A mistyped output_dir or run.dir must not empty someone's directory: clean empties only
+    one whose identity.json marks it as a trainspec run's (refused before the lock, which
+    would leave a file there)."""
+    run_dir = tmp_path / "r"
+    (run_dir / "notes").mkdir(parents=True)
+    (run_dir / "notes" / "a.txt").write_text("a\n")
+    (run_dir / "thesis.tex").write_text("years of work\n")
+    if identity is not None:
+        (run_dir / IDENTITY_FILE).write_text(identity)
+    before = sorted(str(path.relative_to(run_dir)) for path in run_dir.rglob("*"))
+    with pytest.raises(SetupError) as caught:
+        claim(sft(tmp_path), run_dir, clean=True)
+    shown = "identity.json, notes, thesis.tex" if identity is not None else "notes, thesis.tex"
+    assert caught.value.path == "clean"
+    assert caught.value.problem == (
+        f"= true would delete everything in {run_dir} ({shown}), and no identity.json there "
+        "marks it as a trainspec run's directory: clean deletes only those"
+    )
+    assert caught.value.fix == (
+        "point run.dir (or output_dir) at a directory of its own for this run; or, if those "
+        "files are to go, delete them yourself and start again"
+    )
+    assert sorted(str(path.relative_to(run_dir)) for path in run_dir.rglob("*")) == before
+
+
+def test_clean_starts_in_a_new_or_empty_directory(tmp_path):
+    claim(sft(tmp_path), tmp_path / "new", clean=True)
+    (tmp_path / "empty").mkdir()
+    claim(sft(tmp_path), tmp_path / "empty", clean=True)
+    for name in ("new", "empty"):
+        assert json.loads((tmp_path / name / IDENTITY_FILE).read_text())["kind"] == "sft"
 
 
 HOLDER = """

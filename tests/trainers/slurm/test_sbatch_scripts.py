@@ -2,9 +2,10 @@
 renders for one node and several, on partitions with and without GPUs, to a script `bash -n`
 accepts; a dry run writes it beside the configs it runs and prints the sbatch command; optional
 #SBATCH lines appear only when set; template_path replaces the bundled template; settings the
-job could not honour are refused before anything is submitted (a dry run lists them); the
-reference's configs that use [slurm] dry-run to a script bash accepts. test_sft_jobs.py and
-test_rl_jobs.py submit real jobs.
+job could not honour are refused before anything is written or submitted (a dry run too); the
+reference's configs that use [slurm] are refused so, and render a script bash accepts.
+test_job_script_quoting.py: nothing from a config runs as a command of the script.
+test_sft_jobs.py and test_rl_jobs.py submit real jobs.
 """
 
 from __future__ import annotations
@@ -12,15 +13,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 from slurm_runs import BIN, RL, RL_TWO_NODES, ROOT, SFT, write_config
 
-from trainspec.config import validate
+from trainspec.config import load, validate
 from trainspec.trainers.rl_run.main import main as rl_main
+from trainspec.trainers.rl_run.slurm_job import rl_job
 from trainspec.trainers.sft.main import main as sft_main
+from trainspec.trainers.slurm.submit import job_script
 
 MAINS = {"sft": sft_main, "rl": rl_main}
 BASES = {"sft": SFT, "rl": RL}
@@ -72,6 +76,7 @@ def test_every_bundled_template_renders_a_script_bash_accepts(
     script = Path(out.strip().removeprefix("sbatch "))
     assert out == f"sbatch {script}\n" and script.name == f"{command}.sbatch"
     bash_accepts(script)
+    assert stat.S_IMODE(script.stat().st_mode) == 0o700  # it exports the run's env_vars
     text = script.read_text()
     multi = nodes == "two"
     per_node = 4 if multi else 1 if command == "sft" else 2
@@ -209,23 +214,23 @@ def test_a_template_that_does_not_make_a_script_is_refused(body, said, gpus, tmp
     assert not list(tmp_path.rglob("sft.sbatch"))
 
 
-def test_what_the_job_could_not_honour_is_refused_before_submitting(gpus, tmp_path, capsys):
-    """Nothing is written or submitted; a dry run writes the script and lists the refusals."""
+def test_what_the_job_could_not_honour_is_refused_before_anything_is_written(
+    gpus, tmp_path, capsys
+):
+    """Nothing is written or submitted; a dry run refuses the same, writing nothing either."""
     gpus(False)
-    settings = {"shared_fs": False, "template_path": "missing.j2", "job_name": "two words"}
+    settings = {"shared_fs": False, "template_path": "missing.j2"}
     changes = {"inference": {"vllm": {"max_model_len": 512}}}  # tunes vLLM: no GPU there
     config = write_config(tmp_path, RL, changes, settings)
-    code = rl_main([str(config)])
-    out, err = capsys.readouterr()
-    assert code == 1 and out == ""
-    for path in ("slurm.shared_fs", "slurm.template_path", "slurm.job_name", "inference"):
-        assert f"\n{path}: error:" in err, err
-    assert "the nodes of partition 'debug' has none" in err
-    assert not list(tmp_path.rglob("*.sbatch"))
-    code, out, err = dry_run("rl", config, capsys)
-    assert code == 0 and "warning: submitting it would be refused" in err
-    assert "slurm.shared_fs: error:" in err
-    bash_accepts(Path(out.split()[1]))
+    for args in ([], ["--dry-run"]):
+        code = rl_main([str(config), *args])
+        out, err = capsys.readouterr()
+        assert code == 1 and out == ""
+        assert f"rl: cannot {'write' if args else 'submit'} the job\n" in err
+        for path in ("slurm.shared_fs", "slurm.template_path", "inference"):
+            assert f"\n{path}: error:" in err, err
+        assert "the nodes of partition 'debug' has none" in err
+        assert sorted(path.name for path in tmp_path.rglob("*")) == ["run.toml"]
 
 
 def test_format_toml_with_slurm_is_a_usage_error_naming_no_slurm(tmp_path, capsys):
@@ -236,15 +241,20 @@ def test_format_toml_with_slurm_is_a_usage_error_naming_no_slurm(tmp_path, capsy
     assert "[slurm]" not in capsys.readouterr().out
 
 
-def rendered_by_the_command(command: str, config: Path, out_dir: Path) -> Path:
-    """`command CONFIG --output-dir OUT --dry-run`, as a user runs it; the script it wrote."""
-    result = subprocess.run(
+def by_the_command(command: str, config: Path, out_dir: Path) -> subprocess.CompletedProcess:
+    """`command CONFIG --output-dir OUT --dry-run`, as a user runs it."""
+    return subprocess.run(
         [str(BIN / command), str(config), "--output-dir", str(out_dir), "--dry-run"],
         capture_output=True,
         text=True,
         timeout=300,
         env={**os.environ, "SLURM_CONF": str(out_dir / "no-cluster.conf")},  # sinfo: no answer
     )
+
+
+def rendered_by_the_command(command: str, config: Path, out_dir: Path) -> Path:
+    """The script `command CONFIG --output-dir OUT --dry-run` wrote."""
+    result = by_the_command(command, config, out_dir)
     assert result.returncode == 0, result.stderr
     found = re.fullmatch(r"sbatch (\S+)\n", result.stdout)
     assert found, result.stdout + result.stderr
@@ -252,10 +262,20 @@ def rendered_by_the_command(command: str, config: Path, out_dir: Path) -> Path:
 
 
 @pytest.mark.parametrize("config", WITH_SLURM, ids=lambda path: path.stem)
-def test_the_reference_rl_configs_with_slurm_dry_run_to_a_script(config, tmp_path):
-    script = rendered_by_the_command("rl", config, tmp_path)
+def test_the_reference_rl_configs_with_slurm_are_refused_and_render_a_script(config, tmp_path):
+    """Each asks for what this build refuses (several inference engines behind a router,
+    disaggregation, KV offload, monitors.prime, shared_fs = false): a dry run says so and
+    writes nothing; the script they would get renders, and bash accepts it."""
+    result = by_the_command("rl", config, tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "rl: cannot write the job\n" in result.stderr and ": error: " in result.stderr
+    assert "Traceback" not in result.stderr and not list(tmp_path.rglob("*.sbatch"))
+    resolved = load("rl_run", [config], {"output_dir": str(tmp_path)}).config
+    script, text = job_script(resolved, rl_job(resolved, None), None)
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(text)
     bash_accepts(script)
-    assert "#SBATCH --partition=all" in script.read_text()
+    assert "#SBATCH --partition=all" in text
 
 
 def test_an_sft_config_with_slurm_dry_runs_to_a_script(tmp_path):

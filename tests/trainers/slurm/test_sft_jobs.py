@@ -51,10 +51,11 @@ def test_a_one_node_job_trains_saves_and_reads_the_project_setup(
         "pre_run_command": 'echo "pre-run saw $TRAINSPEC_FROM_ENV_FILE in $PWD" > pre-run.txt',
     }
     # clean = true empties the run directory when the job is submitted, not in the job (which
-    # would delete its own script and log)
+    # would delete its own script and log); identity.json marks it as an earlier run's
     stale = tmp_path / "out" / "one" / "stale.txt"
     stale.parent.mkdir(parents=True)
     stale.write_text("an earlier run's\n")
+    (stale.parent / "identity.json").write_text('{"kind": "sft"}')
     changes = {"run": {"name": "one"}, "clean": True}
     job = submit(slurm_cluster, "sft", write_config(tmp_path, SFT, changes, slurm))
     assert job.run_dir == stale.parent and not stale.exists()

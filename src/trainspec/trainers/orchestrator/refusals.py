@@ -45,8 +45,8 @@ def check_support(config) -> None:
         refuse(
             "env_server_base_port",
             "is set, and no source asks for an environment server (an environment source "
-            "plays in the orchestrator unless its serve table sizes one: serve.pool or "
-            "serve.max_concurrent)",
+            "plays in the orchestrator unless it has a serve table that names no "
+            "serve.address)",
             "drop it, or give the source a serve table",
         )
     if config.inference_metrics_roles is not None:

@@ -8,7 +8,7 @@ sampling, with the group tables' settings filled in where the source sets none.
 
 A source's task is its own data and reward (environments/data_task.py), a built-in taskset
 (task.py) or a verifiers environment, played by the run's Players, on an environment server
-they start where its serve table sizes one (environments/players.py). Which source each
+they start where it has a serve table (environments/players.py). Which source each
 step's prompts come from is pickers.py's.
 
 A source's `sampling` table is merged over the group's key by key (the keys it sets, not null,
@@ -91,7 +91,7 @@ def _task(
     if source.data is not None:
         return DataTask.from_source(source, path, tokenizer, seed=seed, render=render)
     if is_environment(source):
-        address = source.serve.get("address")
+        address = source.serve.address if source.serve is not None else None
         if starts_server(source):
             address = players.serve(source, path, split=role, index=index)
         return EnvTask.from_env(

@@ -40,6 +40,7 @@ from ..wire.broadcast import stale_dirs
 from .inference_plan import served, vllm_plan
 from .refusals import (
     check_launch,
+    clean_refusals,
     has_gpu,
     nccl_gpu_refusals,
     say_inference,
@@ -164,6 +165,7 @@ def launch(config) -> int:
     run_dir = Path(config.trainer.output_dir)  # output_dir, or output_dir/run.dir
     try:  # the trainer's lock, held for it (lock.INHERITED); the orchestrator takes its own
         check_launch(config)
+        raise_all(clean_refusals(config, run_dir))
         model_source(config.trainer.model.name, "model.name")  # both sides would refuse it
         on_gpu = serves_inference(config) and has_gpu()
         if on_gpu:

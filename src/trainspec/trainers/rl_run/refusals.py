@@ -20,11 +20,14 @@ these questions of the job's nodes instead of this machine (vLLM only where they
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from ..builtin import is_builtin
 from ..errors import SetupError, raise_all
 from ..refusals import set_by_user
+from ..run.run_dir import IDENTITY_FILE, is_run_dir
 from ..serving.vllm_plan import vllm_installed
+from ..wire.broadcast import stale_dirs
 
 
 def has_gpu() -> bool:
@@ -130,5 +133,21 @@ def nccl_gpu_refusals(config, visible: int) -> list[SetupError]:
             f"ones: {deployment.num_infer_gpus} + {deployment.num_train_gpus} GPU(s) asked, "
             f"{visible} visible (NCCL refuses two ranks on one GPU)",
             'use weight_broadcast.type = "filesystem" on this machine',
+        )
+    ]
+
+
+def clean_refusals(config, run_dir: Path) -> list[SetupError]:
+    """`clean = true` deletes an earlier run's rollouts/ and broadcasts/, and only where
+    trainspec's identity file marks the directory as a run's."""
+    stale = [path.name for path in stale_dirs(run_dir) if path.exists()]
+    if not config.clean or not stale or is_run_dir(run_dir):
+        return []
+    return [
+        SetupError(
+            "clean",
+            f"= true would delete {', '.join(stale)} in {run_dir}, and no {IDENTITY_FILE} "
+            "there marks it as a trainspec run's directory: clean deletes only in those",
+            "point run.dir (or output_dir) at a directory of its own, or set clean = false",
         )
     ]

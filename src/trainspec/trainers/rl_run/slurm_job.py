@@ -16,7 +16,7 @@ from ..slurm import submit
 from ..slurm.submit import Job, cannot, finish, job_config, project_dir
 from ..wire.broadcast import stale_dirs
 from .inference_plan import served, vllm_plan
-from .refusals import check_launch
+from .refusals import check_launch, clean_refusals
 
 
 def rl_job(config, gpus: bool | None) -> Job:
@@ -33,6 +33,7 @@ def rl_job(config, gpus: bool | None) -> Job:
         refusals += err.errors
     except SetupError as err:
         refusals.append(err)
+    refusals += clean_refusals(config, run_dir)
     notes = []
     if config.inference is not None and not nodes_have_gpus:
         notes.append(

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import SetupError
+from .redaction import redacted
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class Monitor:
                 "group": wandb_cfg.group,
                 "tags": list(wandb_cfg.tags) if wandb_cfg.tags is not None else None,
                 "dir": str(run_dir),
-                "config": config,
+                "config": redacted(config),  # W&B keeps no header or secret env value
             }
             if wandb_cfg.offline:
                 wandb_init["mode"] = "offline"

@@ -7,6 +7,7 @@ several under torchrun's agent), submitted through slurm/submit.py.
 from __future__ import annotations
 
 from ..errors import SetupError, SetupErrors
+from ..run.run_dir import refuse_unmarked
 from ..slurm import submit
 from ..slurm.submit import (
     Job,
@@ -38,6 +39,11 @@ def sft_job(config) -> Job:
         configs=configs,
         logs=[f"trainer/node_<r>.log (node r of {nodes})"] if multi else ["trainer.log"],
     )
+    if config.clean:  # refused before anything is written, on a dry run too
+        try:
+            refuse_unmarked(run_dir)
+        except SetupError as err:
+            job.refusals.append(err)
     if multi and config.deployment.num_infer_nodes:
         job.notes.append(
             f"deployment.num_infer_nodes = {config.deployment.num_infer_nodes} reserves nodes "

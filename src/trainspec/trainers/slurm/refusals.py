@@ -1,20 +1,24 @@
-"""What a job under [slurm] refuses before anything is submitted: a filesystem the nodes do not
-share, a value that is not one `#SBATCH` word, a template that is not there.
+"""What a job under [slurm] refuses before anything is submitted (or written, on a dry run): a
+filesystem the nodes do not share, a value that is not one `#SBATCH` word, a run directory
+whose path is not one (the job log's `#SBATCH --output=` line), a template that is not there.
 
-    refusals = slurm_refusals(config.slurm)    # list[SetupError]; a dry run lists them
+    refusals = slurm_refusals(config.slurm, run_dir)    # list[SetupError] (run_dir: its path too)
+
+The config's own values are refused earlier, by validation (validators/slurm.py), at their
+line; what only the command knows is checked here: the run directory made absolute from where
+it runs.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from trainspec.validators.slurm import SBATCH_WORDS, sbatch_option, unquotable
+
 from ..errors import SetupError
 
-# [slurm] values that become `#SBATCH --option=value` lines, which take one word each.
-SBATCH_WORDS = ("job_name", "partition", "nodelist", "exclude", "account", "time")
 
-
-def slurm_refusals(slurm) -> list[SetupError]:
+def slurm_refusals(slurm, run_dir: Path | None = None) -> list[SetupError]:
     refusals = []
     if not slurm.shared_fs:
         refusals.append(
@@ -29,14 +33,25 @@ def slurm_refusals(slurm) -> list[SetupError]:
         )
     for key in SBATCH_WORDS:
         value = getattr(slurm, key)
-        if value is not None and (not value or any(c.isspace() for c in value)):
+        if value is not None and (not value or unquotable(value)):
             refusals.append(
                 SetupError(
                     f"slurm.{key}",
-                    f"= {value!r}: it becomes one `#SBATCH --{key.replace('_', '-')}=` word",
-                    "give it without spaces",
+                    f"= {value!r}: it becomes the one word of `{sbatch_option(key)}`",
+                    "give it as one word, without spaces or control characters",
                 )
             )
+    what = None if run_dir is None else unquotable(str(run_dir))
+    if what is not None:
+        refusals.append(
+            SetupError(
+                "output_dir",
+                f"the run directory {str(run_dir)!r} holds {what}: the job log's path in it goes "
+                "on the job script's `#SBATCH --output=` line, which cannot be quoted",
+                "run from, or set slurm.project_dir and output_dir to, a directory whose path "
+                "holds no spaces or control characters",
+            )
+        )
     if slurm.template_path is not None and not Path(slurm.template_path).is_file():
         refusals.append(
             SetupError(

@@ -15,8 +15,8 @@ the script's own lines go to <run>/job_<id>.log. Templates: templates/{single,mu
 
 What the job's nodes have is asked of SLURM: a partition whose nodes declare no GPU (sinfo's
 GRES) gets no --gres line and runs on CPU (multi-node rl: no vLLM, the orchestrator samples in
-process). Settings the job could not honour are refused before anything is submitted; a dry run
-writes the script anyway, lists them and exits 0 (the script is there to be read).
+process). Settings the job could not honour are refused before anything is written or
+submitted, on a dry run as well: it writes only what submitting would submit.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from typing import Any
 from trainspec.config import dump_json
 
 from ..errors import SetupError, SetupErrors
+from ..run.atomic_files import write_atomic
 from .refusals import slurm_refusals
-from .render import check_syntax, render
+from .render import Shell, check_syntax, render
 
 
 @dataclass
@@ -92,10 +93,12 @@ def job_config(config, **changes) -> str:
 
 
 def empty_run_dir(job: Job) -> None:
-    """clean = true: the run directory emptied now, under its lock (a run still in it refuses)."""
+    """clean = true: the run directory emptied now, under its lock (a run still in it refuses;
+    so does a directory that no identity file marks as a run's)."""
     from ..run.lock import lock_run_dir
-    from ..run.run_dir import empty
+    from ..run.run_dir import empty, refuse_unmarked
 
+    refuse_unmarked(job.run_dir)  # before the lock, which leaves a file in the directory
     lock = lock_run_dir(job.run_dir, job.kind, setting="run.name")
     try:
         empty(job.run_dir)
@@ -123,35 +126,44 @@ def job_settings(slurm, job: Job, gpus: bool | None) -> dict[str, Any]:
         "account": slurm.account,
         "time": slurm.time,
         "project_dir": str(project_dir(slurm)),
-        "pre_run_command": slurm.pre_run_command,
+        # a shell command by design: the script runs it as written
+        "pre_run_command": None if slurm.pre_run_command is None else Shell(slurm.pre_run_command),
         "cleanup_grace_period": slurm.cleanup_grace_period,
     }
 
 
-def finish(config, job: Job, gpus: bool | None, before_submit=None) -> int:
-    """Render and check the script; then write it and its configs, and submit it (or, on a dry
-    run, say how to)."""
+def job_script(config, job: Job, gpus: bool | None) -> tuple[Path, str]:
+    """The job script's path and text, rendered and checked (SetupError when it cannot be)."""
     slurm = config.slurm
-    kind = job.kind
-    job.refusals = slurm_refusals(slurm) + job.refusals
     template_path = None
     if slurm.template_path is not None and Path(slurm.template_path).is_file():
         template_path = Path(slurm.template_path).resolve()
-    script = job.run_dir / f"{kind}.sbatch"
+    script = job.run_dir / f"{job.kind}.sbatch"
     context = {
         **job.context,
-        "kind": kind,
+        "kind": job.kind,
         "template": str(template_path or job.bundled),
         "script": str(script),
         "job": job_settings(slurm, job, gpus),
         "python": sys.executable,
         "run_dir": str(job.run_dir),
     }
+    text = render(template_path, job.bundled, context)
+    check_syntax(text, str(template_path or job.bundled))
+    return script, text
+
+
+def finish(config, job: Job, gpus: bool | None, before_submit=None) -> int:
+    """Render and check the script; then write it and its configs, and submit it (or, on a dry
+    run, say how to). Anything refused: nothing is written or submitted, dry run or not."""
+    slurm = config.slurm
+    kind = job.kind
+    job.refusals = slurm_refusals(slurm, job.run_dir) + job.refusals
+    script, text = job.run_dir / f"{kind}.sbatch", ""
     try:
-        text = render(template_path, job.bundled, context)
-        check_syntax(text, str(template_path or job.bundled))
+        script, text = job_script(config, job, gpus)
     except SetupError as err:
-        return cannot(config, kind, err)
+        job.refusals.append(err)
     if gpus is None:
         job.notes.append(
             f"SLURM could not be asked here whether partition {slurm.partition!r} has GPUs "
@@ -164,16 +176,14 @@ def finish(config, job: Job, gpus: bool | None, before_submit=None) -> int:
         )
     for note in job.notes:
         say(kind, note)
+    if job.refusals:
+        return cannot(config, kind, SetupErrors(job.refusals))
     if config.dry_run:
         write_files(job, script, text)
         wrote = ", ".join(str(path) for path in [script, *job.configs])
         say(kind, f"dry run: wrote {wrote}; nothing submitted")
-        if job.refusals:
-            say(kind, "warning: submitting it would be refused:\n" + _rendered(job.refusals))
         print(f"sbatch {script}", flush=True)
         return 0
-    if job.refusals:
-        return cannot(config, kind, SetupErrors(job.refusals))
     sbatch = shutil.which("sbatch")
     if sbatch is None:
         return cannot(
@@ -215,16 +225,14 @@ def finish(config, job: Job, gpus: bool | None, before_submit=None) -> int:
 
 
 def write_files(job: Job, script: Path, text: str) -> None:
+    """The job's configs and script, written whole and for their owner alone: they carry the
+    run's env_vars and headers (the script exports them)."""
     for path, content in job.configs.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)
+        write_atomic(path, content, private=True)
     script.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text(text)
-    script.chmod(0o755)
-
-
-def _rendered(errors: list[SetupError]) -> str:
-    return "\n".join(err.render() for err in errors)
+    write_atomic(script, text, private=True)
+    script.chmod(0o700)
 
 
 def cannot(config, kind: str, err: SetupError | SetupErrors) -> int:

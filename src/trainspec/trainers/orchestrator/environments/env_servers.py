@@ -1,10 +1,11 @@
-"""Environment servers the orchestrator starts itself. A verifiers environment source whose
-`serve` table sizes a server (`pool`, `max_concurrent`) and names no `address` plays on a
-verifiers env server started for it, as the reference's launcher starts one per source; a
-source without a `serve` table plays in the orchestrator's own process.
+"""Environment servers the orchestrator starts itself. A verifiers environment source with a
+`serve` table that names no `address` plays on a verifiers env server started for it (sized by
+its `pool` and `max_concurrent`), as the reference's launcher starts one per source; a source
+without a `serve` table plays in the orchestrator's own process.
 
     servers = EnvServers(run_dir, base_port=config.env_server_base_port)
-    address = servers.start(source.env, source.serve, path, split="train", index=0, name="rt")
+    env, serve = written(source.env), written(source.serve)   # the settings, as dicts
+    address = servers.start(env, serve, path, split="train", index=0, name="rt")
     ...                                  # EnvTask(..., address=address)
     servers.close()                      # SIGTERM, then SIGKILL after a grace period
                                          # (serving/server_process.py, as for vLLM)

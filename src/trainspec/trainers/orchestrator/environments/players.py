@@ -1,8 +1,8 @@
 """Which sources are verifiers environments, and who plays them: one EnvPlayer for them all,
 built when the first source needs it (a run of built-in tasksets never imports verifiers), and
-the environment servers the orchestrator starts for the sources whose serve table sizes one.
+the environment servers the orchestrator starts for the sources with a serve table.
 
-    if starts_server(source):                             # an environment, serve sized, no address
+    if starts_server(source):                             # an environment, serve, no address
         address = players.serve(source, path, split="train", index=0)  # tcp://127.0.0.1:<port>
     task = EnvTask.from_env(source.env, f"{path}.env", players.get(), seed=0, address=address)
     errors += serve_refusals(source, path)                # serve keys that source cannot use
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainspec.config_model import written
 from trainspec.validators.orchestrator import source_name
 
 from ...errors import SetupError
@@ -28,15 +29,15 @@ BUILTIN_PREFIX = "builtin:"
 
 def is_environment(source) -> bool:
     """Whether a source is a verifiers environment: no data, and a taskset id not built in."""
-    taskset = source.env.get("taskset") if source.data is None else None
-    ident = taskset.get("id") if isinstance(taskset, dict) else None
-    return isinstance(ident, str) and bool(ident) and not ident.startswith(BUILTIN_PREFIX)
+    ident = source.env.taskset.id if source.data is None else ""
+    return bool(ident) and not ident.startswith(BUILTIN_PREFIX)
 
 
 def starts_server(source) -> bool:
-    """Whether the orchestrator starts an environment server for `source`: an environment
-    whose serve table sizes one and names no address of a server started elsewhere."""
-    return is_environment(source) and bool(source.serve) and source.serve.get("address") is None
+    """Whether the orchestrator starts an environment server for `source`: an environment with a
+    serve table that names no address of a server started elsewhere."""
+    serve = source.serve
+    return is_environment(source) and serve is not None and serve.address is None
 
 
 def serve_refusals(source, path: str) -> list[SetupError]:
@@ -45,12 +46,15 @@ def serve_refusals(source, path: str) -> list[SetupError]:
     one the orchestrator starts (every other key). A built-in taskset or a dataset plays in the
     orchestrator and has none."""
     errors: list[SetupError] = []
-    served = dict(source.serve)
+    if source.serve is None:
+        return errors
+    served = written(source.serve)
     if not is_environment(source):
-        for key, value in served.items():
+        keys = {f"{path}.serve.{key}": value for key, value in served.items()}
+        for where, value in (keys or {f"{path}.serve": {}}).items():  # `serve = {}`: the table
             errors.append(
                 SetupError(
-                    f"{path}.serve.{key}",
+                    where,
                     f"= {value!r}: only a verifiers environment is served; a built-in "
                     "taskset or a dataset plays in the orchestrator",
                     "drop it (concurrency.max_inflight bounds the episodes in flight)",
@@ -113,9 +117,8 @@ class Players:
         if self.servers is None:
             self.servers = EnvServers(self.run_dir, base_port=self.base_port)
         name = source_name(source).replace("/", "_")
-        return self.servers.start(
-            source.env, dict(source.serve), path, split=split, index=index, name=name
-        )
+        env, serve = written(source.env), written(source.serve)
+        return self.servers.start(env, serve, path, split=split, index=index, name=name)
 
     def get(self) -> EnvPlayer:
         if self.player is None:

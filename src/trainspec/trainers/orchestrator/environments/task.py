@@ -24,6 +24,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainspec.config_model import written
+
 from ...chat.tasks import BUILTIN_DATASETS, template_prompt_ids
 from ...chat.tasks import reverse_text as reverse_text_task
 from ...errors import SetupError, SetupErrors
@@ -106,14 +108,14 @@ class PromptStream:
         return [self._prompt(i) for i in range(self.count(count))]
 
 
-def _agent_keys(agent: Any, path: str) -> list[SetupError]:
-    """The keys of an `env.agent` table a built-in taskset cannot honour."""
-    if not isinstance(agent, dict):
-        return [SetupError(path, f"= {agent!r} is not a table", "write it as a table, or drop it")]
+def _agent_keys(agent, path: str) -> list[SetupError]:
+    """The settings of an `env.agent` table a built-in taskset cannot honour: it plays as
+    verifiers' plain chat harness (`harness.id = "null"`) in a subprocess, nothing else."""
     wrong = []
-    for key, value in agent.items():
-        allowed = PLAIN_AGENT.get(key)
-        if allowed is None or not isinstance(value, dict) or value.items() - allowed.items():
+    for key, value in written(agent).items():
+        if key == "harness" and agent.harness is not None:
+            value = {"id": agent.harness.id, **value}
+        if value != PLAIN_AGENT.get(key):
             wrong.append(
                 SetupError(
                     f"{path}.{key}",
@@ -125,11 +127,16 @@ def _agent_keys(agent: Any, path: str) -> list[SetupError]:
     return wrong
 
 
-def taskset_table(env: dict[str, Any], path: str) -> dict[str, Any]:
-    """The `taskset` table of a source's env, refusing what a built-in taskset cannot honour."""
+def taskset_table(env, path: str) -> dict[str, Any]:
+    """The `taskset` table of a source's env (its config class, or the table as a dict) as
+    written, refusing what a built-in taskset cannot honour: any other setting written."""
+    from trainspec.generated.environment import EnvConfig
+
     errors = []
-    taskset = env.get("taskset")
-    if not isinstance(taskset, dict) or not taskset.get("id"):
+    env = EnvConfig.model_validate(env) if isinstance(env, dict) else env
+    settings = written(env)
+    taskset = settings.get("taskset", {})
+    if not taskset.get("id"):
         raise SetupError(
             f"{path}.taskset.id",
             "no taskset is configured",
@@ -143,11 +150,11 @@ def taskset_table(env: dict[str, Any], path: str) -> dict[str, Any]:
             f"use one of: {', '.join(BUILTIN_DATASETS)}; any id without the builtin: prefix "
             "loads through the verifiers library",
         )
-    for key, value in env.items():
+    for key, value in settings.items():
         if key == "taskset":
             continue
         if key == "agent":
-            errors.extend(_agent_keys(value, f"{path}.agent"))
+            errors.extend(_agent_keys(env.agent, f"{path}.agent"))
             continue
         errors.append(
             SetupError(
@@ -202,7 +209,7 @@ class Task(PromptStream):
         self.reward_fn = REWARDS[reward]
 
     @classmethod
-    def from_env(cls, env: dict, path: str, tokenizer, *, seed: int, role: str, render=None):
+    def from_env(cls, env, path: str, tokenizer, *, seed: int, role: str, render=None):
         """The built-in taskset a source's `env` table names (role "train" or "eval")."""
         taskset = taskset_table(env, path)
         return cls(

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainspec.config_model import written
+
 from ...errors import SetupError, SetupErrors
 
 INSTALL_FIX = (
@@ -96,12 +98,14 @@ def errors_at(path: str, exc, fix: str) -> SetupErrors:
     )
 
 
-def env_config(env: dict[str, Any], path: str):
-    """The verifiers config of a source's `env` table, checked by verifiers' own classes."""
+def env_config(env, path: str):
+    """The verifiers config of a source's `env` table (its generated class, or the table as a
+    dict), checked by verifiers' own classes: the keys written, each taskset's, task's,
+    harness's and env's own among them."""
     from pydantic import ValidationError
 
     vf = import_verifiers(f"{path}.taskset.id")
-    env = local_taskset(env, path)
+    env = local_taskset(written(env), path)
     try:
         return vf.resolve_env_config(env)
     except ValidationError as exc:

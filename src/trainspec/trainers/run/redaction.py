@@ -1,0 +1,61 @@
+"""What a run writes down of its config, with the secrets a config may hold taken out.
+
+    record = redacted(json.loads(dump_json(config)))   # config.json / config.toml, W&B's config
+
+A config carries secrets in a few known places, and records of it land in files others may
+read (the run directory on a shared filesystem) or upload (W&B). In the copy:
+
+* every value of a `headers` table (an Authorization header, an API key) is "<redacted>";
+* a value of `env_vars` (any table of that name) whose name looks secret (KEY, TOKEN, SECRET,
+  PASSWORD, AUTH, CREDENTIAL, COOKIE, SESSION in any case) is "<redacted>";
+* a URL's password and query string (a heartbeat URL with `?token=...`) become "redacted".
+
+Settings that name a variable instead (`api_key_var`, `headers_from_env`) hold no secret and
+stay: they are the way to keep one out of the config. The launch files the processes read
+(rl-*.json, launch-config.json) keep the values, written for their owner alone
+(atomic_files.py, `private`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+REDACTED = "<redacted>"
+IN_URL = "redacted"  # a URL stays one
+SECRET_NAME = re.compile(r"key|token|secret|passw|auth|credential|cookie|session", re.IGNORECASE)
+
+
+def redacted(document: Any) -> Any:
+    """A copy of `document` (JSON data) with the secrets above replaced."""
+    if isinstance(document, list):
+        return [redacted(item) for item in document]
+    if not isinstance(document, dict):
+        return _url(document) if isinstance(document, str) else document
+    out: dict[str, Any] = {}
+    for key, value in document.items():
+        if key == "headers" and isinstance(value, dict):
+            out[key] = dict.fromkeys(value, REDACTED)
+        elif key == "env_vars" and isinstance(value, dict):
+            out[key] = {name: REDACTED if SECRET_NAME.search(name) else _url(v)
+                        for name, v in value.items()}  # fmt: skip
+        else:
+            out[key] = redacted(value)
+    return out
+
+
+def _url(value: Any) -> Any:
+    """A URL with its password and query replaced; anything else as it is."""
+    if not isinstance(value, str) or "://" not in value:
+        return value
+    try:
+        parts = urlsplit(value)
+        password = parts.password
+    except ValueError:
+        return value
+    netloc = parts.netloc
+    if password is not None:
+        netloc = netloc.replace(f":{password}@", f":{IN_URL}@", 1)
+    query = IN_URL if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
