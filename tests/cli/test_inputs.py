@@ -61,9 +61,24 @@ def test_stdin_with_kind_and_overrides() -> None:
 
 
 def test_stdin_without_a_kind_is_a_usage_error() -> None:
-    result = piped(["-"], "max_steps = 3\n")
+    result = piped(["-"], "max_steps = 3\n")  # a key every kind has
     assert result.returncode == 2
-    assert "--kind rl|sft" in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        "validate-config: error: cannot tell which kind of config <stdin> is: every key it sets "
+        "(max_steps) is in rl, sft, orchestrator and rl_run configs. Pass --kind rl, --kind sft, "
+    )
+
+
+def test_stdin_without_a_kind_is_told_by_its_keys() -> None:
+    """The kind is told from the text that was read: the pipe is not read a second time."""
+    result = piped(["-", "--format", "json"], "max_steps = 3\n[data.fake]\nbatch_size = 2\n")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["kind"] == "rl"
+    assert result.stderr == (
+        "validate-config: no #:schema line in <stdin>: checking it as an rl config (what "
+        "`rl-trainer` reads), the only kind that has data.fake; pass --kind to choose another "
+        "kind\n"
+    )
 
 
 def test_stdin_for_the_training_entrypoint() -> None:
@@ -195,7 +210,10 @@ def test_the_entrypoint_names_a_config_of_another_kind() -> None:
     out, err = io.StringIO(), io.StringIO()
     argv = [str(ROOT / "configs/rl/tiny.toml")]
     assert run_entrypoint("sft", "sft", argv, out, err, lambda config: 0) == 2
-    assert "its #:schema line is for rl configs, but sft takes sft configs" in err.getvalue()
+    assert (
+        "its #:schema line is for rl-trainer configs (rl_trainer.json), but sft reads sft configs"
+        in err.getvalue()
+    )
 
 
 COMBINED = "[trainer]\nmax_steps = 5\n\n[orchestrator]\nmax_steps = 5\n"

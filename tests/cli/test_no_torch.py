@@ -13,7 +13,9 @@ import io, sys
 import trainspec
 from trainspec.cli.validate_config import run
 for argv in (["configs/rl/qwen3-30b-a3b-math.toml", "--explain"],
-             ["configs/sft/tiny.toml", "--max-steps", "0", "--format", "json"]):
+             ["configs/sft/tiny.toml", "--max-steps", "0", "--format", "json"],
+             ["tests/config/reference/sft/examples-wordle.toml"],  # no #:schema: keys tell
+             ["tests/config/reference/rl-trainer/debug-fake.toml", "--max-steps", "0"]):
     run(argv, io.StringIO(), io.StringIO())
 print(",".join(m for m in ("torch", "transformers") if m in sys.modules) or "none")
 """
@@ -32,7 +34,7 @@ from trainspec.trainers.rl_run.main import main as rl
 from trainspec.trainers.sft.main import main as sft
 out = sys.argv[1]
 codes = [
-    rl(["tests/config/reference/rl/debug-concurrency.toml", "--dry-run", "--output-dir", out]),
+    rl(["configs/rl/demo.toml", "--slurm.job-name", "t", "--dry-run", "--output-dir", out]),
     rl(["configs/rl/demo.toml", "--dry-run", "--output-dir", out]),
     sft(["tests/trainers/slurm/slim_sft.toml", "--dry-run", "--output-dir", out]),
     sft(["configs/sft/demo.toml", "--dry-run", "--output-dir", out]),

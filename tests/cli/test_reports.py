@@ -36,9 +36,15 @@ def test_kind_comes_from_the_schema_line_or_the_flag(tmp_path):
     assert call(TINY_SFT)[0] == 0
     code, _, err = call(TINY_SFT, "--kind", "rl")  # an SFT file checked as RL: the mismatch
     assert code == 2 and "#:schema line is for sft configs, but --kind is rl" in err
-    plain = write(tmp_path, "plain.toml", "max_steps = 3\n")
+    plain = write(tmp_path, "plain.toml", "max_steps = 3\n")  # a key every kind has
     code, _, err = call(plain)
-    assert code == 2 and "--kind rl|sft" in err and "#:schema" in err
+    assert code == 2 and err.splitlines()[-1] == (
+        f"validate-config: error: cannot tell which kind of config {plain} is: every key it "
+        "sets (max_steps) is in rl, sft, orchestrator and rl_run configs. Pass --kind rl, "
+        "--kind sft, --kind orchestrator or --kind rl_run (the configs of `rl-trainer`, `sft`, "
+        "`orchestrator` and `rl`), or start the file with a '#:schema' line naming its schema "
+        "(generated/schemas/rl_trainer.json, sft_trainer.json, orchestrator.json or rl.json)"
+    )
     assert call(plain, "--kind", "sft")[0] == 0
 
 

@@ -1,4 +1,4 @@
-"""`--print --format toml` (validate-config) and `--dry-run --format toml` (sft, rl): the
+"""`--print --format toml` (validate-config) and `--print-config --format toml` (sft, rl): the
 resolved config as TOML, with a `#:schema` first line and "None" for null, that validate-config
 reads back to the same resolved config."""
 
@@ -89,22 +89,23 @@ def entry(kind: str, prog: str, *argv: str) -> tuple[int, str, str, list]:
     "kind, prog, config",
     [("sft", "sft", "configs/sft/demo.toml"), ("rl_run", "rl", "configs/rl/demo.toml")],
 )
-def test_dry_run_format_toml(kind: str, prog: str, config: str, tmp_path: Path) -> None:
-    code, out, err, calls = entry(kind, prog, str(ROOT / config), "--dry-run", "--format", "toml")
+def test_print_config_format_toml(kind: str, prog: str, config: str, tmp_path: Path) -> None:
+    argv = (str(ROOT / config), "--print-config", "--format", "toml")
+    code, out, err, calls = entry(kind, prog, *argv)
     assert code == 0 and calls == [], err
     printed = tmp_path / "printed.toml"
     printed.write_text(out)
     assert resolved_json(str(printed)) == resolved_json(str(ROOT / config))
-    code, out, _, _ = entry(kind, prog, str(ROOT / config), "--dry-run")  # JSON by default
+    code, out, _, _ = entry(kind, prog, str(ROOT / config), "--print-config")  # JSON by default
     assert json.loads(out) == resolved_json(str(ROOT / config))
 
 
-def test_format_toml_without_dry_run_does_not_train() -> None:
+def test_format_toml_without_print_config_does_not_train() -> None:
     code, out, err, calls = entry(
         "sft", "sft", str(ROOT / "configs/sft/tiny.toml"), "--format", "toml"
     )
     assert code == 2 and calls == [] and out == ""
-    assert "add --dry-run" in err
+    assert "add --print-config" in err
 
 
 def test_toml_round_trip_through_the_console_script(tmp_path: Path) -> None:

@@ -16,11 +16,12 @@ from typing import Any
 from trainspec.config.loader import Outcome, check_sources
 from trainspec.config.sources import ConfigFileError, FileSource, Source
 from trainspec.issues import ConfigIssue
-from trainspec.kinds import Kind
+from trainspec.kinds import KIND_INFO, SCHEMA_NAMES, Kind
 
 from . import report
 from .args import UsageError
-from .inputs import Inputs, kind_of_text, misplaced_directive
+from .inputs import Inputs, kind_of_name, kind_of_text, misplaced_directive
+from .kind_choice import guessed_kind
 
 
 class CannotCheck(Exception):
@@ -41,7 +42,7 @@ class Request:
     the overrides."""
 
     files: list[str]
-    kind: Kind | None = None  # --kind, else the first file's `#:schema` line
+    kind: Kind | None = None  # --kind, else the first file's `#:schema` line, else the keys
     sections: list[tuple[str, str, str]] = field(default_factory=list)  # (flag, dotted, file)
     overrides: list[tuple[str, str | None]] = field(default_factory=list)
     program: str | None = None  # an entrypoint that takes one kind (sft): named in messages
@@ -55,9 +56,12 @@ def read(inputs: Inputs, path: str) -> Source:
 
 
 def kind_of(request: Request, inputs: Inputs, sources: list[Source]) -> Kind | None:
-    """The kind to check as; None when the first file names none (and --kind is not given)."""
-    kind: Kind | None = request.kind or (request.files and inputs.kind(request.files[0])) or None
+    """The kind to check as: --kind (or the command's), else what the first file names, else
+    the one kind the files' keys tell apart; None when they do not (kind_choice says why)."""
     first = request.files[0] if request.files else None
+    kind = request.kind
+    if kind is None and first is not None:
+        kind = inputs.named_kind(first) or kind_of_name(first)
     raw = sources[0].text if sources and isinstance(sources[0], FileSource) else b""
     if kind is None and first is not None and (line := misplaced_directive(raw)):
         text = (
@@ -76,6 +80,8 @@ def kind_of(request: Request, inputs: Inputs, sources: list[Source]) -> Kind | N
                 "move it to line 1",
             ),
         )
+    if kind is None and (guess := guessed_kind(request.kind, request.files, inputs)) is not None:
+        kind = guess.kind
     if kind is not None:
         _refuse_other_kinds(request, kind, sources)
     return kind
@@ -88,11 +94,14 @@ def _refuse_other_kinds(request: Request, kind: Kind, sources: list[Source]) -> 
         named = kind_of_text(source.text)  # type: ignore[union-attr]
         if not named or named == kind:
             continue
-        if request.program:
-            why = f"{request.program} takes {kind} configs"
+        message = f"its #:schema line is for {named} configs"
+        if request.program:  # a command: say which command reads it, by name
+            command = KIND_INFO[named].command
+            message = f"its #:schema line is for {command} configs ({SCHEMA_NAMES[named]}.json)"
+            why = f"{request.program} reads {request.program} configs"
             fix = (
-                f"run it with the entrypoint for {named} configs, or point the #:schema line at "
-                f"the {kind} schema"
+                f"use {command}: {command} {path}; or point the #:schema line at the "
+                f"{request.program} schema ({SCHEMA_NAMES[kind]}.json)"
             )
         elif request.kind:
             why = f"--kind is {kind}"
@@ -103,7 +112,7 @@ def _refuse_other_kinds(request: Request, kind: Kind, sources: list[Source]) -> 
         else:
             why = f"{request.files[0]} is an {kind} config"
             fix = "check one kind of config at a time (files of one kind merge)"
-        message = f"its #:schema line is for {named} configs, but {why}"
+        message = f"{message}, but {why}"
         raise CannotCheck(
             f"{path}:1:1: error: {message}\n    fix: {fix}\n",
             report.failure_dict("usage", f"{path} {message}", path, 1, 1, fix),
@@ -127,8 +136,8 @@ def check(request: Request, inputs: Inputs) -> Outcome | None:
         key = info.keys.get(parts)  # type: ignore[union-attr]
         if key is None or not key.is_table:
             raise UsageError(
-                f"{flag} @ {path}: {dotted} is not a table of {kind} configs (a section file "
-                "sets one table: --model @ model.toml)"
+                f"{flag} @ {path}: {dotted} is not a table of {request.program or kind} configs "
+                "(a section file sets one table: --model @ model.toml)"
             )
         try:
             sources.append(inputs.section(parts, path))

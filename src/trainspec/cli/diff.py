@@ -30,6 +30,7 @@ from .args import Parser, UsageError
 from .check import CannotCheck, Request, check
 from .explain import ABSENT, origin
 from .inputs import Inputs
+from .kind_choice import cannot_tell, chosen_note, guessed_kind
 
 PROG = "validate-config diff"
 USAGE = f"{PROG} A B [--kind KIND] [--format text|json]"
@@ -46,7 +47,9 @@ def build_parser(out: TextIO) -> Parser:
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     parser.add_argument("a", metavar="A", help="a config file (- for stdin)")
     parser.add_argument("b", metavar="B", help="the config file to compare it with")
-    parser.add_argument("--kind", choices=ALL_KINDS, help="kind of both (default: #:schema)")
+    parser.add_argument(
+        "--kind", choices=ALL_KINDS, help="kind of both (default: #:schema, else the keys)"
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     return parser
 
@@ -84,11 +87,11 @@ def _resolve(path: str, options, inputs: Inputs, stderr) -> tuple[Outcome | None
     except CannotCheck as failure:
         stderr.write(failure.text)
         return None, [failure.error]
+    guess = guessed_kind(options.kind, [path], inputs)
     if outcome is None:
-        raise UsageError(
-            f"cannot tell whether {path} is an rl or sft config: pass --kind rl|sft, or "
-            "start the file with a '#:schema ../schema/rl_trainer.json' (or sft_trainer) line"
-        )
+        raise UsageError(cannot_tell(guess, [path]))
+    if guess is not None:  # the keys told the kind: say which, and why
+        stderr.write(f"{PROG}: {chosen_note(guess, [path], inputs)}\n")
     if not outcome.valid:
         report.write_text(outcome, path, stderr)
         return None, [report.issue_dict(issue) for issue in outcome.errors]

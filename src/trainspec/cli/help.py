@@ -23,8 +23,11 @@ class UnknownSection(Exception):
     """`--help SECTION` names no table or setting; the message says what does."""
 
 
-def config_flags_help(kind: str, width: int = 100, section: str | None = None) -> str:
-    """The settings of `kind` (only those at or under `section`), one entry each."""
+def config_flags_help(
+    kind: str, width: int = 100, section: str | None = None, label: str | None = None
+) -> str:
+    """The settings of `kind` (only those at or under `section`), one entry each; an unknown
+    section's error names the configs by `label` (the command, `rl`), else by kind."""
     info = schema_info(kind)
     parts = section_path(section) if section else ()
     lines = []
@@ -41,7 +44,7 @@ def config_flags_help(kind: str, width: int = 100, section: str | None = None) -
         lines.append(f"  {flag}" + (f"  ({variant})" if variant else ""))
         lines += _wrapped(describe(kind, path, key, info, with_default=False), key, width)
     if parts and not lines:
-        raise UnknownSection(_unknown(section or "", [kind]))
+        raise UnknownSection(_unknown(section or "", [kind], label))
     return "\n".join(lines) + "\n"
 
 
@@ -80,7 +83,7 @@ def section_path(section: str) -> KeyPath:
     return tuple(section.removeprefix("--").replace("-", "_").split("."))
 
 
-def _unknown(section: str, kinds: list[str]) -> str:
+def _unknown(section: str, kinds: list[str], label: str | None = None) -> str:
     import difflib
 
     names = sorted({".".join(path) for kind in kinds for path in schema_info(kind).keys})
@@ -91,7 +94,7 @@ def _unknown(section: str, kinds: list[str]) -> str:
     else:
         tops = sorted({path[0] for kind in kinds for path in schema_info(kind).keys})
         hint = "sections: " + ", ".join(tops)
-    return f"{section} is not a setting or table of {' or '.join(kinds)} configs; {hint}"
+    return f"{section} is not a setting or table of {label or ' or '.join(kinds)} configs; {hint}"
 
 
 def describe(

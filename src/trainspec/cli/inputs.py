@@ -2,7 +2,8 @@
 
 A file is read and parsed once (`read_file`), and its kind is sniffed from the bytes that were
 read (the `#:schema` line), never by opening the file a second time: a pipe (`-`, `/dev/stdin`,
-`<(...)`) can be read only once, so a second read would lose what the first one took.
+`<(...)`) can be read only once, so a second read would lose what the first one took. A file
+that names no kind is told by its keys (config/kind_inference.py), from what was read.
 
 `--model @ model.toml` is a section file: its table becomes `[model]`, and errors inside it are
 located at model.toml:line:col.
@@ -10,6 +11,7 @@ located at model.toml:line:col.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,6 +20,7 @@ from trainspec.config.sources import ConfigFileError, FileSource, read_file, sch
 from trainspec.kinds import Kind, kind_of_schema
 
 if TYPE_CHECKING:
+    from trainspec.config.kind_inference import KindGuess
     from trainspec.config.positions import Position
 
 STDIN = "-"  # the config read from stdin (read_file reads it once, whatever asks again)
@@ -84,6 +87,7 @@ class Inputs:
 
     def __init__(self) -> None:
         self._read: dict[str, FileSource | ConfigFileError] = {}
+        self._guesses: dict[tuple[str, ...], KindGuess] = {}
 
     def read(self, path: str) -> FileSource:
         """The parsed file; raises ConfigFileError (with its position) if it cannot be read."""
@@ -110,8 +114,25 @@ class Inputs:
 
     def kind(self, path: str) -> Kind | None:
         """The kind of a config file: its `#:schema` first line, else its name's association,
-        else `rl_run` for a file holding `[trainer]` or `[orchestrator]` (the `rl` command's)."""
-        return self.named_kind(path) or kind_of_name(path) or self.combined_kind(path)
+        else the one kind that its keys tell apart (`[trainer]`: the `rl` command's)."""
+        return self.kind_of_files([path])
+
+    def kind_of_files(self, paths: Sequence[str]) -> Kind | None:
+        """The kind of files merged left to right: what the first one names (`#:schema` line,
+        file name), else the one kind their keys together tell apart."""
+        if not paths:
+            return None
+        return self.named_kind(paths[0]) or kind_of_name(paths[0]) or self.guess(paths).kind
+
+    def guess(self, paths: Sequence[str]) -> KindGuess:
+        """What the keys of the files (those that can be read) say about their kind."""
+        key = tuple(paths)
+        if key not in self._guesses:
+            from trainspec.config.kind_inference import infer_kind
+
+            documents = [source.data for source in map(self.peek, paths) if source is not None]
+            self._guesses[key] = infer_kind(documents)
+        return self._guesses[key]
 
     def combined_kind(self, path: str) -> Kind | None:
         """`rl_run` where the file's top level holds a `[trainer]` or `[orchestrator]` table:

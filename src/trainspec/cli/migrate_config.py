@@ -54,6 +54,7 @@ from .migrate_rewrite import (
     rewrite,
 )
 from .safe_write import CannotKeepOwner, FileChanged, NotSynced, Version
+from .version import asks_version, version_line
 
 # The rewriting names stay importable from here, where they lived before migrate_rewrite.py.
 __all__ = [
@@ -111,6 +112,9 @@ def build_parser(out: TextIO) -> Parser:
 
 def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
     """The whole command; returns the exit code and never raises."""
+    if asks_version(argv):
+        stdout.write(version_line(PROG))
+        return 0
     return guarded(PROG, USAGE, _run, argv, stdout, stderr)
 
 

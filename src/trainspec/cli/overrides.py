@@ -125,7 +125,7 @@ def _one(
         flags[path] = name
         return data
     if key is None:
-        errors.append(_unknown(name, dotted, info))
+        errors.append(_unknown(name, dotted, info, data))
         return data
     if negated and not key.is_switch and "null" in key.types:
         value = None  # --no-max-steps: back to null
@@ -148,18 +148,52 @@ def _needs_value(flag: str, dotted: str, expected: str) -> ConfigIssue:
     )
 
 
-def _unknown(flag: str, dotted: str, info: SchemaInfo) -> ConfigIssue:
+def _unknown(flag: str, dotted: str, info: SchemaInfo, data: dict[str, Any]) -> ConfigIssue:
+    """`--max-step`: did you mean --max-steps? (in the spelling typed); `--optim.learning-rate`:
+    the keys [optim] takes, as a file's unknown key gets them."""
     names = [".".join(path) for path in info.keys]
     close = _close_matches(dotted, names, n=1, cutoff=0.7)
     leaf = dotted.rsplit(".", 1)[-1]
     homes = [".".join(p) for p in info.where(leaf)]
+    table = tuple(dotted.split(".")[:-1])
+    parent = info.keys.get(table)
+    negation = flag[2:5] if flag[2:5] in ("no-", "no_") else ""
     if homes:  # the exact setting under another table beats a look-alike
-        fix = "did you mean " + " or ".join(f"--{h}" for h in homes) + "?"
+        flags = [spelled(flag, home, negation) for home in homes]
+        fix = "did you mean " + " or ".join(flags) + "?"
     elif close:
-        fix = f"did you mean --{close[0]}?"
+        fix = f"did you mean {spelled(flag, close[0], negation)}?"
+    elif parent is not None and parent.is_table:  # the keys of its table, as a file's typo
+        from trainspec.config.schema_messages import valid_keys
+
+        keys = valid_keys(table, info, _with_table(data, table))
+        listed = ", ".join(spelled(flag, key)[2:] for key in keys)
+        fix = f"[{'.'.join(table)}] takes: {listed} ({spelled(flag, '.'.join(table))}.KEY VALUE)"
     else:
-        fix = "run with --help to list the settings"
+        fix = "run with --help to list the sections and settings"
     return ConfigIssue("error", dotted, "is not a known setting", fix, flag=flag)
+
+
+def spelled(flag: str, dotted: str, negation: str = "") -> str:
+    """`--`, `negation` (`no-`) and `dotted` in the case `flag` was typed in: snake_case if it
+    has `_` and no `-` (after a `--no-`), else kebab-case, the README's."""
+    typed = flag[2:].split("=", 1)[0]
+    if typed[:3] in ("no-", "no_"):
+        typed = typed[3:]
+    snake = "_" in typed and "-" not in typed
+    return "--" + negation + (dotted if snake else dotted.replace("_", "-"))
+
+
+def _with_table(data: dict[str, Any], table: tuple[str, ...]) -> dict[str, Any]:
+    """The overrides so far, with `table` in them (empty if no flag set it): what the
+    variant of a union table is read from."""
+    found: Any = data
+    for part in table:
+        found = found.get(part) if isinstance(found, dict) else None
+    nested: dict[str, Any] = found if isinstance(found, dict) else {}
+    for part in reversed(table):
+        nested = {part: nested}
+    return nested
 
 
 def _close_matches(word: str, choices, n: int = 1, cutoff: float = 0.6) -> list[str]:

@@ -116,17 +116,19 @@ def failure_report(kind: str | None, errors: list[dict[str, Any]]) -> dict[str, 
     return {"valid": False, "kind": kind, "errors": errors, "warnings": [], "config": None}
 
 
-def write_text(outcome: Outcome, label: str, out: TextIO, strict: bool = False) -> None:
+def write_text(
+    outcome: Outcome, label: str, out: TextIO, strict: bool = False, name: str | None = None
+) -> None:
+    """The issues, then the verdict on `label`'s config, called by `name` (a command: `rl`)
+    or else by its kind."""
     for issue in [*outcome.errors, *outcome.warnings]:
         where = f"{issue.where}: " if issue.where else ""
         out.write(f"{where}{issue.severity}: {issue.path} {issue.message}\n")
         if issue.fix:
             out.write(f"    fix: {issue.fix}\n")
     errors, warnings = len(outcome.errors), len(outcome.warnings)
-    if outcome.valid and not (strict and warnings):
-        verdict = f"valid {outcome.kind} config"
-    else:
-        verdict = f"invalid {outcome.kind} config"
+    valid = outcome.valid and not (strict and warnings)
+    verdict = f"{'valid' if valid else 'invalid'} {name or outcome.kind} config"
     counts = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
     out.write(f"{label}: {verdict} ({counts})\n")
 

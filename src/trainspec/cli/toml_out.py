@@ -1,5 +1,5 @@
 """The resolved config as TOML that validate-config reads back to the same config
-(`validate-config FILE --print --format toml`, `sft FILE --dry-run --format toml`).
+(`validate-config FILE --print --format toml`, `sft FILE --print-config --format toml`).
 
 TOML has no null: a null is written as the string "None", trainspec's TOML spelling of null
 (see config_model.py). The first line is a `#:schema` line naming the bundled schema, so the

@@ -11,9 +11,10 @@
 
 Files merge left to right, then section files (`--model @ model.toml`), then the
 `--path.to.key VALUE` overrides. The kind comes from --kind, else from the `#:schema` line at
-the top of the first file (else its name: `x.rl.toml`). Each file is read once, so a pipe
-works as a file. Errors come in reading order (file, line, column; flag errors last) in every
-format; report.py documents the JSON shape.
+the top of the first file (else its name: `x.rl.toml`), else from the keys the files set: the
+one kind that has them all, named on stderr with the key that decided (kind_choice.py). Each
+file is read once, so a pipe works as a file. Errors come in reading order (file, line,
+column; flag errors last) in every format; report.py documents the JSON shape.
 Exit codes: 0 valid, 1 invalid config, 2 usage, I/O or internal error.
 """
 
@@ -31,6 +32,8 @@ from . import report
 from .args import CommandLine, Parser, UsageError, guarded, split
 from .check import CannotCheck, Request, check
 from .inputs import STDIN, Inputs
+from .kind_choice import cannot_tell, chosen_note, guessed_kind, skipped_reason
+from .version import asks_version
 
 PROG = "validate-config"
 USAGE = f"{PROG} FILE [FILE ...] [options] [--config.key VALUE ...]  |  {PROG} diff A B"
@@ -52,7 +55,9 @@ def build_parser(out: TextIO) -> Parser:
     )
     parser.add_help_section("show this help (with SECTION: only that section's settings) and exit")
     parser.add_argument(
-        "--kind", choices=ALL_KINDS, help="config kind (default: the #:schema line)"
+        "--kind",
+        choices=ALL_KINDS,
+        help="config kind (default: the #:schema line, else the one kind its keys fit)",
     )
     parser.add_argument(
         "--format",
@@ -87,6 +92,11 @@ def build_parser(out: TextIO) -> Parser:
 def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
     """The whole command; returns the exit code and never raises."""
     argv = list(argv)
+    if asks_version(argv):
+        from .version import version_line
+
+        stdout.write(version_line(PROG))
+        return 0
     if argv[:1] == ["diff"]:
         from .diff import PROG as DIFF_PROG
         from .diff import USAGE as DIFF_USAGE
@@ -125,7 +135,7 @@ def _peek_kind(parser: Parser, argv: list[str], inputs: Inputs) -> str | None:
         if first.options.kind == "rl" and first.files:
             _refuse_trainer_kind_for_combined(first.files[0], inputs)
         return first.options.kind
-    return inputs.kind(first.files[0]) if first.files else None
+    return inputs.kind_of_files(first.files)
 
 
 def _refuse_trainer_kind_for_combined(path: str, inputs: Inputs) -> None:
@@ -167,7 +177,7 @@ def _help(parser: Parser, line: CommandLine, inputs: Inputs, stdout: TextIO) -> 
     from .help import UnknownSection, config_flags_help, section_help
 
     options = line.options
-    kind = options.kind or (line.files and inputs.kind(line.files[0])) or None
+    kind = options.kind or inputs.kind_of_files(line.files)
     section = options.help if isinstance(options.help, str) else None
     try:
         if section and kind:
@@ -197,18 +207,17 @@ def _check_one(options, files: list[str], line: CommandLine, inputs: Inputs, std
         elif options.format == "github" and failure.file_error is not None:
             report.write_github_failure(failure.file_error, stdout)
         return 2
+    guess = guessed_kind(options.kind, files, inputs)
     if outcome is None and options.each:  # a TOML file that is not a trainspec config
-        if options.format == "json":
-            skipped = "names no trainspec schema (no #:schema line, no .rl.toml/.sft.toml name)"
+        if options.format == "json" and guess is not None:
+            skipped = skipped_reason(guess)
             entry = {**report.failure_report(None, []), "valid": True, "skipped": skipped}
             report.write_json(entry, stdout, each)
         return 0
     if outcome is None:
-        raise UsageError(
-            f"cannot tell whether {files[0]} is an rl or sft config: pass --kind rl|sft (or "
-            "orchestrator, rl_run), or start the file with a '#:schema ../schema/rl_trainer.json' "
-            "(or sft_trainer) line"
-        )
+        raise UsageError(cannot_tell(guess, files))
+    if guess is not None:  # the keys told the kind: say which, and why
+        stderr.write(f"{PROG}: {chosen_note(guess, files, inputs)}\n")
     shown = ["<stdin>" if path == STDIN else path for path in files]
     shown += [f"{flag} @ {path}" for flag, _, path in line.sections]
     label = ", ".join(shown) or "command line"

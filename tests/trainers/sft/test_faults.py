@@ -211,8 +211,10 @@ def test_a_full_then_read_only_disk(small_disk):
 def test_an_unreachable_hub_fails_at_once_with_one_message(tmp_path):
     """A hub id with no way to the hub (HF_ENDPOINT at a closed local port, as no network
     is): one probe, then one answer; no retries, no noise about the deployment."""
+    config = tmp_path / "hub.toml"
+    config.write_text('[model]\nname = "Qwen/Qwen3-0.6B"\n')  # a hub id
     process = subprocess.run(
-        [SFT, "--output-dir", str(tmp_path), "--max-steps", "1"],  # model.name: a hub id
+        [SFT, str(config), "--output-dir", str(tmp_path / "run"), "--max-steps", "1"],
         capture_output=True,
         text=True,
         timeout=WAIT,
