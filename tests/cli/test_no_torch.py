@@ -35,7 +35,7 @@ from trainspec.trainers.sft.main import main as sft
 out = sys.argv[1]
 codes = [
     rl(["configs/rl/demo.toml", "--slurm.job-name", "t", "--dry-run", "--output-dir", out]),
-    rl(["configs/rl/demo.toml", "--dry-run", "--output-dir", out]),
+    rl(["configs/rl/demo.toml", "--print-config", "--output-dir", out]),
     sft(["tests/trainers/slurm/slim_sft.toml", "--dry-run", "--output-dir", out]),
     sft(["configs/sft/demo.toml", "--dry-run", "--output-dir", out]),
 ]
