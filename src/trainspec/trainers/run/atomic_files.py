@@ -4,9 +4,10 @@
     records = read_records(run_dir / "orchestrator" / "picks.jsonl")
 
 A crash (SIGKILL, power, a full disk) in the middle of a write leaves the file as it was: the
-text goes to a temporary file beside it (`.<name>.<pid>.partial`, opened without following a
-symlink planted there), is flushed to the disk, and is renamed over the old one, which readers
-see replaced in one step. A `private` file is created readable by its owner only, whatever
+data goes to a temporary file beside it (`.<name>.<pid>.<thread>.tmp`, created anew: whatever
+already has that name, a crashed writer's file or a planted symlink, is unlinked and never
+written through), is flushed to the disk, and is renamed over the old one, which readers see
+replaced in one step. A `private` file is created readable by its owner only, whatever
 the umask (launch configs carry `env_vars` and headers).
 
 An append-only record file (one JSON object a line) cut short by a crash ends in a partial
@@ -20,25 +21,32 @@ import contextlib
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 
 from ..errors import SetupError
 
 log = logging.getLogger("trainspec.run")
+TRIES = 5
 
 
-def write_atomic(path: Path, text: str, *, private: bool = False) -> None:
-    """Replace `path` with `text` in one step (see the module's docstring)."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-    descriptor = os.open(temp, flags, 0o600 if private else 0o666)
+def write_atomic(path: Path, data: str | bytes, *, private: bool = False) -> None:
+    """Replace `path` with `data` in one step (see the module's docstring)."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for attempt in range(TRIES):
+        try:
+            descriptor = os.open(temp, flags, 0o600 if private else 0o666)
+            break
+        except FileExistsError:  # stale (a crashed writer's) or planted: never written through
+            if attempt == TRIES - 1:
+                raise
+            temp.unlink(missing_ok=True)  # a link itself, not its target
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
+        with os.fdopen(descriptor, "wb" if isinstance(data, bytes) else "w") as file:
+            file.write(data)
             file.flush()
             os.fsync(file.fileno())
-        if private:
-            os.chmod(temp, 0o600)  # an older temp file of this pid kept its mode: set it
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -2,26 +2,26 @@
 
     run_dir/rollouts/step_{n}/rank_{r}.bin      # batch.encode(batch) of step n, rank r
 
-The orchestrator writes each file atomically: into a hidden temporary file in the same directory
-(`.rank_{r}.bin.<pid>.<thread>.tmp`, created anew with O_EXCL|O_NOFOLLOW and mode 0600, so a
-symbolic link planted under that name is never followed), fsynced, then `os.replace`d onto the
-final name, so a reader never sees a partial batch under the final name. The trainer polls for
-its file. Files are deleted only by the trainer's commit (`FileSystemReceiver.commit(step)`
-deletes the rank's files of steps < step and removes a step directory once it is empty), so a
-trainer that resumes from an earlier checkpoint finds the steps after it still there.
+The orchestrator writes each file whole, for its owner alone (run/atomic_files.py: a hidden
+temporary created anew, never through a link planted under its name, fsynced, then renamed
+onto the final name), so a reader never sees a partial batch under the final name. The trainer
+polls for its file. Files are deleted only by the trainer's commit
+(`FileSystemReceiver.commit(step)` deletes the rank's files of steps < step and removes a step
+directory once it is empty), so a trainer that resumes from an earlier checkpoint finds the
+steps after it still there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainspec.config.steps import step_dir_name, step_of_dir
 
+from ..run import atomic_files as files
 from .batch import RolloutBatch, decode, encode
 from .endpoints import Receiver, Sender
 
@@ -49,57 +49,19 @@ def held_steps(run_dir: Path) -> Iterator[tuple[int, Path]]:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that `path` is either absent or complete, also after a crash.
-
-    The temporary file is created with O_EXCL|O_NOFOLLOW and mode 0600: whatever already has its
-    name (a file left by a crashed writer with the same pid, or a symbolic link planted to
-    redirect the write) is never written through; it is unlinked (a link, not its target) and
-    the create retried. A trainer's commit may remove the (empty) directory between our mkdir
-    and our open, or inside mkdir itself (it found the directory, then no longer does:
-    FileExistsError); both are retried. Once the temporary file exists the directory is not
-    empty and stays."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    """Write `data` to `path` so that `path` is either absent or complete, also after a crash,
+    for its owner alone (run/atomic_files.py). A trainer's commit may remove the (empty) step
+    directory between our mkdir and our open, or inside mkdir itself (it found the directory,
+    then no longer does: FileExistsError); both are retried. Once the temporary file exists the
+    directory is not empty and stays."""
     for attempt in range(5):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:  # a commit removed it inside mkdir
+            files.write_atomic(path, data, private=True)
+            return
+        except (FileExistsError, FileNotFoundError):  # a commit removed the directory
             if attempt == 4:
                 raise
-            continue
-        try:
-            fd = os.open(tmp, flags, 0o600)
-            break
-        except FileNotFoundError:  # a commit removed the directory meanwhile
-            if attempt == 4:
-                raise
-        except FileExistsError:  # stale or planted: never written through
-            if attempt == 4:
-                raise
-            tmp.unlink(missing_ok=True)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename durable; not every filesystem lets a directory be opened or synced."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FileSystemSender(Sender):
