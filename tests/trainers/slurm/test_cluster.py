@@ -76,19 +76,27 @@ def test_failing_job_is_failed_with_its_exit_code(slurm_cluster: LocalSlurm, tmp
 
 
 def test_kill_on_bad_exit_ends_the_job_when_one_task_fails(slurm_cluster: LocalSlurm, tmp_path):
-    """Task 0 exits 1 while task 1 would sleep 300 s: srun --kill-on-bad-exit=1 terminates task
-    1 at once and the job fails. The job's exit code is srun's, the highest of its tasks'
-    statuses: measured 143 (128 + SIGTERM, the terminated task), not task 0's 1."""
+    """Task 0 exits 1 once task 1 is running its 600 s sleep: srun --kill-on-bad-exit=1
+    terminates task 1 at once and the job fails. The job's exit code is srun's, the highest of
+    its tasks' statuses: measured 143 (128 + SIGTERM, the terminated task), not task 0's 1.
+
+    Task 0 waits for task 1's `started` file first: a task that exits before the other node's
+    task has started can race the step's launch there, and the kill then missed the late task
+    (seen once in CI), which is not the case a trainer's job is in."""
+    started = tmp_path / "started"
     job = slurm_cluster.submit(
         script(
             tmp_path,
             "bad.sh",
-            """
+            f"""
 #SBATCH --nodes=2 --ntasks-per-node=1
-srun --kill-on-bad-exit=1 bash -c 'if [ "$SLURM_NODEID" = 0 ]; then exit 1; fi; exec sleep 300'
+srun --kill-on-bad-exit=1 bash -c '
+if [ "$SLURM_NODEID" = 1 ]; then touch {started}; exec sleep 600; fi
+for _ in $(seq 600); do [ -e {started} ] && exit 1; sleep 0.2; done; exit 2'
 """,
         )
     )
+    poll(started.exists, READY_S, "task 1 started")
     start = time.monotonic()
     result = slurm_cluster.wait(job, 300.0)
     elapsed = time.monotonic() - start
