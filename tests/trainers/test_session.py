@@ -97,3 +97,14 @@ def test_a_resumed_run_with_nothing_left_to_train_saves_nothing(tmp_path, capsys
     s.end(100)
     assert saved == [] and s.last_saved == tmp_path / "step_100"
     assert "already complete: nothing to train past max_steps = 100" in capsys.readouterr().out
+
+
+def test_the_closing_line_gives_the_total_time(tmp_path, capsys, monkeypatch):
+    from trainspec.trainers import session as session_module
+
+    s, _ = session(tmp_path, **{"ckpt.interval": 10})
+    run(s, range(1, 4))
+    monkeypatch.setattr(session_module, "STARTED", session_module.time.monotonic() - 3725.0)
+    s.end(3)
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("done")]
+    assert line.startswith(f"done after step 3 in 1:02:05: run {tmp_path}; checkpoint "), line

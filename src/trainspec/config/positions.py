@@ -80,7 +80,7 @@ class _Indexer:
                 self.pair(prefix, node)
             elif node.type in ("table", "table_array_element"):
                 header = node.named_children[0]
-                parts = tuple(_key_parts(header))
+                parts = self.resolve(_key_parts(header))
                 for depth in range(1, len(parts)):
                     self.mark_key(parts[:depth], header)
                 if node.type == "table":
@@ -95,6 +95,17 @@ class _Indexer:
                 for child in node.named_children[1:]:
                     if child.type == "pair":
                         self.pair(prefix, child)
+
+    def resolve(self, parts: list[str]) -> Path:
+        """A header's path, each array of tables it passes through given the index of its
+        latest table: `[a.b]` after `[[a]]` is `b` of the last table of `a` (as TOML says)."""
+        path: list[str | int] = []
+        for depth, part in enumerate(parts):
+            path.append(part)
+            tables = self.array_tables.get(tuple(path))
+            if tables and depth < len(parts) - 1:
+                path.append(tables - 1)
+        return tuple(path)
 
     def pair(self, prefix: Path, node) -> None:
         """Index a key/value pair and everything nested in its value (without recursion, so

@@ -65,20 +65,24 @@ def integer_valued_floats(kind: str, data: dict[str, Any]) -> list[ConfigIssue]:
 
     info = schema_info(kind)
     issues: list[ConfigIssue] = []
-    stack: list[tuple[tuple[Any, ...], tuple[str, ...], Any]] = [((), (), data)]
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), data)]
     while stack:
-        path, where, value = stack.pop()
+        path, value = stack.pop()
         if isinstance(value, dict):
-            if where and info.free_table((*where, "*")) is not None:
+            inner, local = info.scope(path)  # a table of an array of tables: its own keys
+            if local and inner.free_table((*local, "*")) is not None:
                 continue  # a free-form table (loss.kwargs): any value goes
-            stack.extend(((*path, k), (*where, k), v) for k, v in value.items())
+            stack.extend(((*path, k), v) for k, v in value.items())
         elif isinstance(value, list):
-            stack.extend(((*path, n), (*where, "*"), v) for n, v in enumerate(value))
+            stack.extend(((*path, n), v) for n, v in enumerate(value))
         elif isinstance(value, float) and value.is_integer():
-            key = info.keys.get(where)
-            if where and where[-1] == "*":
-                parent = info.keys.get(where[:-1])
-                key = parent.items if parent is not None else None
+            if path and isinstance(path[-1], int):  # an item of an array of numbers
+                inner, local = info.scope(path[:-1])
+                array = inner.keys.get(local)
+                key = array.items if array is not None else None
+            else:
+                inner, local = info.scope(path)
+                key = inner.keys.get(local)
             if key is not None and "integer" in key.types and "number" not in key.types:
                 exact = abs(value) < 2**53  # the float is exactly that integer
                 fix = f"write {int(value)}, not {value!r}" if exact else "write an integer"

@@ -28,6 +28,7 @@ picture. `close()` is safe to call again, so a loop can register it on an ExitSt
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from .core.world import World, any_rank
 from .errors import SetupError
 from .process.guard import raise_if_interrupted
 from .process.signals import SignalFlag
+from .run.banner import count_parameters, start_banner
 from .run.collector import GarbageCollector
 from .run.console import setup_logging
 from .run.control import Control
@@ -47,8 +49,12 @@ from .run.lock import release_run_dir
 from .run.monitor import Monitor
 from .run.plot import save_plot
 from .run.profiler import Profiler
-from .run.progress import Progress
+from .run.progress import Progress, duration
 from .run.run_dir import claim_run_dir
+
+# The command's start, near enough for the closing line's total time: every loop imports this
+# module before it loads a model or data.
+STARTED = time.monotonic()
 
 
 def start_run(
@@ -133,6 +139,25 @@ class Session:
             self.signals.install()
         self.collector.freeze_setup()
 
+    def announce(
+        self, command: str, model_name: str, model, data: str | None = None, steps: str = ""
+    ) -> None:
+        """Print the start banner on rank 0: the model and its parameters, the data, the steps
+        (`steps`, else max_steps from where the run starts), the device and the run directory."""
+        if not self.world.is_main:
+            return
+        if not steps:
+            steps = f"{self.max_steps}" if self.max_steps is not None else "no max_steps"
+        if self.start_step:
+            steps += f", from step {self.start_step}"
+        world = self.world
+        banner = start_banner(
+            command, model=model_name, parameters=count_parameters(model), data=data,
+            steps=steps, device=world.device.type, processes=world.world_size,
+            run_dir=self.run_dir,
+        )  # fmt: skip
+        print(banner, flush=True)
+
     def continue_from(self, step: int, *, resumed: bool) -> None:
         """The loop goes on from `step`: metrics an earlier attempt recorded past it are dropped
         (all of them when the run starts from nothing), and progress counts from it."""
@@ -199,7 +224,9 @@ class Session:
                     f"already complete: nothing to train past max_steps = {self.max_steps} "
                     "(raise max_steps to train on from here)"
                 )
-            print(closing_line(self.run_dir, step, self.last_saved, plot, extra), flush=True)
+            took = time.monotonic() - STARTED
+            line = closing_line(self.run_dir, step, self.last_saved, plot, extra, took)
+            print(line, flush=True)
 
     def close(self) -> None:
         """Close every piece and release the run directory; a second call does nothing."""
@@ -219,9 +246,16 @@ class Session:
 
 
 def closing_line(
-    run_dir: Path, step: int, checkpoint: Path | None, plot: Path | None, report: str | None = None
+    run_dir: Path,
+    step: int,
+    checkpoint: Path | None,
+    plot: Path | None,
+    report: str | None = None,
+    seconds: float | None = None,
 ) -> str:
-    parts = [f"done after step {step}: run {run_dir}"]
+    """ "done after step N in H:MM:SS: run DIR; checkpoint ...; plot ...; <report>"."""
+    took = f" in {duration(seconds)}" if seconds is not None else ""
+    parts = [f"done after step {step}{took}: run {run_dir}"]
     parts.append(f"checkpoint {checkpoint}" if checkpoint else "no checkpoint ([ckpt] is off)")
     if plot:
         parts.append(f"plot {plot}")

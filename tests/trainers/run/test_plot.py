@@ -81,8 +81,24 @@ def test_the_training_figure_reads_well():
     assert figure._suptitle.get_text() == "run-7: steps 1 to 30"
     assert loss.get_yscale() == "log" and loss.get_ylabel() == "loss (log)"
     styles = {line.get_label(): line.get_linestyle() for line in loss.get_lines()}
-    assert styles == {"loss": "-", "val_loss": "None"}  # validation as points, never joined
+    assert styles == {"training loss": "-", "validation loss": "None"}  # points, never joined
     assert lr.get_ylabel() == "learning rate"
+    # the loss takes most of the height
+    assert loss.get_position().height > 2.5 * lr.get_position().height
+
+
+def test_epoch_boundaries_are_marked_on_every_panel():
+    from trainspec.trainers.run.plot import TRAINING_PANELS, _panels, draw, epoch_starts
+
+    records = history()
+    records += [{"step": s, "epoch": (s - 1) // 12} for s in range(1, 31)]  # 2nd at 13, 3rd at 25
+    assert epoch_starts(records) == [(13, 2), (25, 3)]
+    assert epoch_starts(history()) == []  # no epoch metric: nothing marked
+    figure = draw(_panels(records, TRAINING_PANELS), "run-7", epoch_starts(records))
+    for ax in figure.axes:
+        marks = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+        assert [list(ln.get_xdata()) for ln in marks] == [[13, 13], [25, 25]]
+    assert [t.get_text() for t in figure.axes[0].texts] == ["epoch 2", "epoch 3"]
 
 
 def test_a_constant_learning_rate_gets_no_panel():
@@ -97,7 +113,9 @@ def test_a_loss_that_goes_negative_stays_linear():
 
 def test_a_step_logged_twice_is_drawn_once_in_order():
     records = history(10) + [{"step": 5, "loss": 9.0}]  # an earlier run's record of step 5
-    (line,) = [ln for ln in figure_of(records).axes[0].get_lines() if ln.get_label() == "loss"]
+    (line,) = [
+        ln for ln in figure_of(records).axes[0].get_lines() if ln.get_label() == "training loss"
+    ]
     steps = list(line.get_xdata())
     assert steps == sorted(steps) == list(range(1, 11)) and line.get_ydata()[4] == 9.0
 
@@ -110,6 +128,7 @@ def test_the_rl_figure_smooths_reward_and_gives_exact_match_its_own_axis():
     reward, exact, loss = figure_of(records, RL_PANELS, "rl-demo").axes
     labels = [line.get_label() for line in reward.get_lines()]
     assert labels == ["reward, each step", "reward, mean of 10 steps"]
+    assert reward.get_position().height > 1.5 * loss.get_position().height
     assert reward.collections, "the band between the raw and the smoothed reward"
     assert exact.get_ylabel() == "held-out"  # exact match, and the reward when logged
     assert [(ln.get_linestyle(), ln.get_marker()) for ln in exact.get_lines()] == [("-", "o")]

@@ -105,9 +105,9 @@ def test_lines_show_the_latest_val_loss_lr_and_a_new_epoch():
     progress.close()
     lines = stream.getvalue().splitlines()
     assert "val loss" not in lines[0] and "lr 1.00e-05" in lines[0]
-    assert "val loss 1.2500" in lines[1] and "epoch" not in lines[1]
+    assert "val loss 1.2500 @ 2" in lines[1] and "epoch" not in lines[1]
     assert lines[2] == "epoch 2 begins: the data has been seen 1x"
-    assert "val loss 1.2500" in lines[3] and "epoch 2" in lines[3]
+    assert "val loss 1.2500 @ 2" in lines[3] and "epoch 2" in lines[3]  # measured at step 2
 
 
 def test_a_resumed_run_past_its_first_epoch_says_nothing_of_it():

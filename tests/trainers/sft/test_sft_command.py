@@ -58,6 +58,14 @@ def test_ctrl_c_finishes_the_step_saves_and_exits_0(tmp_path):
     assert f"stop requested: stopping after step {last}" in err
     assert f"checkpoints/step_{last}" in out  # the closing line names the checkpoint
     assert "Traceback" not in err
+    # the start banner (stdout) and the first minute's console: no no-op said at INFO, no
+    # library progress bar in a log that is not a terminal
+    banner = out.splitlines()[:4]
+    assert banner[0].startswith("sft: ") and " parameters, on cpu (1 process)" in banner[0], out
+    assert banner[1].startswith("  data   ") and " rows of " in banner[1], out
+    assert banner[2] == "  steps  100000" and banner[3] == f"  run    {run}", out
+    assert "have no effect" not in err and "copy nothing" not in err
+    assert f"done after step {last} in 0:" in out
 
 
 def test_sigusr1_and_the_control_files_checkpoint_and_stop(tmp_path):

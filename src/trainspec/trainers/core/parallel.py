@@ -176,7 +176,7 @@ def apply_parallelism(module: ChunkedLM, model_cfg, world: World) -> ChunkedLM:
             fill_from_rank0(module, weights, world, _params_device(model_cfg, world))
     else:
         module.to(world.device)
-        log.info(
+        log.debug(  # a no-op said: for --log.level debug, never in the way of a first run
             "one process on CPU: nothing to shard, so model.reshard_after_forward=%s and "
             "model.reduce_dtype=%s have no effect",
             model_cfg.reshard_after_forward,
@@ -184,7 +184,7 @@ def apply_parallelism(module: ChunkedLM, model_cfg, world: World) -> ChunkedLM:
         )
     if world.device.type == "cpu":
         offload = model_cfg.ac_offloading
-        log.info(
+        log.debug(
             "CPU: parameters, gradients, optimizer state and saved activations already live in "
             "host memory, so model.fsdp_cpu_offload=%s, model.optim_cpu_offload=%s and "
             "model.ac_offloading (pin_memory=%s) copy nothing",

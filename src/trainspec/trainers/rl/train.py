@@ -105,6 +105,10 @@ def train(config) -> int:
         config, run_dir, run_dir.name, document, world=world, save=save,
         start=parts.start_step, resumed_from=parts.resumed_from,
     )  # fmt: skip
+    batches = f"rollouts from the orchestrator ({config.rollout_transport.type} transport)"
+    if config.data.fake is not None:
+        batches = "synthetic rollouts ([data.fake])"
+    session.announce("rl-trainer", config.model.name, parts.model, batches)
     session.start()
     start_step = step
     parts.model.train()

@@ -6,7 +6,9 @@
 and below) at `log.level`, the environment library's ("verifiers") at `log.vf_level`, every
 other library at WARNING. With `json_logging` each record is one JSON object on its own line.
 Ranks outside `ranks_filter` still print warnings and errors (a failing rank should be heard),
-nothing below that.
+nothing below that. Unless the console is a terminal, the libraries' own progress bars
+(datasets' maps, the hub's downloads, transformers' "Loading weights") are turned off: in a log
+file each one is a line of noise.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import sys
 import time
 from typing import Any, TextIO
@@ -116,7 +119,27 @@ def setup_logging(log_cfg, rank: int, stream: TextIO | None = None) -> logging.H
         )
     handler.setLevel(logging.NOTSET if rank in ranks else logging.WARNING)
     root.addHandler(handler)
+    quiet_library_bars(handler.stream)
     root.setLevel(logging.WARNING)
     logging.getLogger("trainspec").setLevel(level)
     logging.getLogger("verifiers").setLevel(vf_level)
     return handler
+
+
+def quiet_library_bars(stream: TextIO) -> None:
+    """No progress bars from datasets, huggingface_hub or transformers unless `stream` is a
+    terminal: their environment switches (read when each is first imported, and inherited by
+    the processes this one starts), and their own switches for any already imported."""
+    try:
+        if stream.isatty():
+            return
+    except (AttributeError, ValueError, OSError):
+        pass
+    for switch in ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS"):
+        os.environ.setdefault(switch, "1")
+    if (datasets := sys.modules.get("datasets")) is not None:
+        datasets.disable_progress_bars()
+    if (hub := sys.modules.get("huggingface_hub.utils")) is not None:
+        hub.disable_progress_bars()
+    if (transformers_logging := sys.modules.get("transformers.utils.logging")) is not None:
+        transformers_logging.disable_progress_bar()

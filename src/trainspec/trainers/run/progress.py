@@ -5,13 +5,14 @@
     progress.write("stop requested")
     progress.close()
 
-`Progress` shows a tqdm bar (step, loss, tokens/s, ETA) when its stream is a terminal and tqdm is
-installed; otherwise it writes a plain line (step, loss, lr, tokens/s, elapsed, ETA) at most
+`Progress` shows a tqdm bar (step, loss, tokens/s, ETA) when its stream is a terminal and tqdm
+is installed; otherwise it writes a plain line (step, loss, lr, tokens/s, elapsed, ETA) at most
 every `log.interval` seconds, plus one for the last step at `close()`; in JSON mode those lines
 are JSON records too. It reads "loss", "reward" (RL), "val_loss" (the latest stays shown), "lr",
 "epoch" (shown, and said when a new one begins, from the second on) and "tokens_per_s"; others
-are left to the monitors. A stream that breaks (closed pipe) silences the progress, never the
-training.
+are left to the monitors. The validation loss is shown with the step it was measured at ("val
+loss 0.0849 @ 250"), so an old one never reads as the current step's. A stream that breaks
+(closed pipe) silences the progress, never the training.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, TextIO
 from .console import PROGRESS_LOGGER, json_record
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     seconds = int(max(0.0, seconds))
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
@@ -62,6 +63,7 @@ class Progress:
         self._metrics: dict = {}
         self._rates: list[float] = []  # tokens/s of the steps since the last line
         self._val_loss: float | None = None  # the latest validation loss
+        self._val_step: int | None = None  # ... and the step it was measured at
         self._epoch = 0  # passes over the data begun (SFT), counted from 0
         self._updated = False
         self._bar = None
@@ -96,7 +98,7 @@ class Progress:
         self._metrics = metrics
         val_loss = _number(metrics.get("val_loss"))
         if val_loss is not None:
-            self._val_loss = val_loss
+            self._val_loss, self._val_step = val_loss, step
         epoch = _number(metrics.get("epoch"))
         if epoch is not None and epoch > self._epoch:
             begun, self._epoch = self._updated, int(epoch)  # a resumed run's first is no news
@@ -123,7 +125,7 @@ class Progress:
         if reward is not None:
             postfix.append(f"reward={reward:.3f}")
         if self._val_loss is not None:
-            postfix.append(f"val={self._val_loss:.4f}")
+            postfix.append(f"val={self._val_loss:.4f}@{self._val_step}")
         lr = _number(self._metrics.get("lr"))
         if lr is not None:
             postfix.append(f"lr={lr:.1e}")
@@ -156,20 +158,21 @@ class Progress:
         if reward is not None:
             parts.append(f"reward {reward:.3f}")
         if self._val_loss is not None:
-            parts.append(f"val loss {self._val_loss:.4f}")
+            parts.append(f"val loss {self._val_loss:.4f} @ {self._val_step}")
         if lr is not None:
             parts.append(f"lr {lr:.2e}")
         if self._epoch:
             parts.append(f"epoch {self._epoch + 1}")
         if rate is not None:
             parts.append(f"{rate:,.0f} tok/s")
-        parts.append(f"elapsed {_duration(elapsed)}")
+        parts.append(f"elapsed {duration(elapsed)}")
         if eta is not None:
-            parts.append(f"eta {_duration(eta)}")
+            parts.append(f"eta {duration(eta)}")
         text = " | ".join(parts)
         if self.json:
             fields = {"step": self._step, "total": self.total, "loss": loss, "lr": lr}
-            fields |= {"val_loss": self._val_loss, "epoch": self._epoch + 1}
+            fields |= {"val_loss": self._val_loss, "val_step": self._val_step}
+            fields["epoch"] = self._epoch + 1
             fields |= {"tokens_per_s": rate, "elapsed_s": round(elapsed, 3)}
             fields["eta_s"] = round(eta, 3) if eta is not None else None
             text = json_record("INFO", PROGRESS_LOGGER, text, **fields)

@@ -26,6 +26,7 @@ from ..chat.row_sources import OFFLINE_FIX, load_rows
 from ..core.lm import IGNORE_INDEX
 from ..errors import SetupError
 from ..refusals import batch_split
+from ..run.banner import count
 from .packing import FakeStream, PackedStream, Row, empty_row
 
 __all__ = ["MicroBatch", "build_sft_data", "build_val_batches", "describe_sample", "load_rows"]
@@ -66,6 +67,7 @@ class SFTData:
 
     def __init__(self, stream, data_cfg, prefix: str, rank: int, world_size: int) -> None:
         self.stream, self.rank = stream, rank
+        self.name = getattr(data_cfg, "name", None)  # the dataset, for the banner (none: fake)
         self.report: dict[str, int] = getattr(stream, "report", {})  # for the first metrics
         self.batch_size, self.per_rank, self.micro = _shares(data_cfg, prefix, world_size)
         self.next_row = 0
@@ -77,6 +79,20 @@ class SFTData:
         self.epoch = self.stream.epoch_of(self.next_row + self.batch_size - 1)
         self.next_row += self.batch_size
         return [_stack(rows[i : i + self.micro]) for i in range(0, len(rows), self.micro)]
+
+    def describe(self) -> str:
+        """The data in a line for the start banner: its examples, the rows they pack into and
+        the steps a pass over them takes."""
+        stream = self.stream
+        if isinstance(stream, FakeStream):
+            return f"synthetic rows of {stream.seq_len} tokens ({stream.length} length)"
+        examples = sum(1 for length in stream.lengths if length >= 2)
+        rows = stream.rows_in_epoch()
+        steps = -(-rows // self.batch_size)
+        return (
+            f"{self.name}: {count(examples)} examples in {count(rows)} rows of {stream.seq_len} "
+            f"tokens ({steps} steps a pass)"
+        )
 
     def state_dict(self) -> dict:
         return {"next_row": self.next_row, "epoch": self.epoch, **self.stream.position()}

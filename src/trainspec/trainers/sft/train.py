@@ -9,8 +9,6 @@ step until max_steps, the end of the data, or an operator's stop.
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import time
 from pathlib import Path
 
@@ -74,21 +72,10 @@ def reached(val_cfg, metrics: dict, step: int) -> bool:
     return True
 
 
-def quiet_datasets() -> None:
-    """No progress bars from `datasets`, without importing it (a second a start) for a run
-    whose data never needs it: its environment switch, read when it is first imported."""
-    if "datasets" in sys.modules:
-        sys.modules["datasets"].disable_progress_bars()
-    else:
-        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
-
-
 def train(config) -> int:
     world = init_world(config.dist_timeout_seconds)
     run_dir = Path(config.output_dir) / config.run.dir
     document = start_run(config, "sft", run_dir, world, setting="run.name", clean=config.clean)
-    if not sys.stderr.isatty():  # datasets' progress bars only help on a terminal
-        quiet_datasets()
     check_sft(config, world.world_size, world.device.type)
     parts = Parts.build(config, "sft", world, run_dir, seed=config.data.seed)
     rank, world_size = world.rank, world.world_size
@@ -116,6 +103,8 @@ def train(config) -> int:
         session.log(0, {"val_loss": validate(parts.model, val, world)})
     if evals is not None and (scores := evals.at_start(step)):
         session.log(step, scores)
+    steps = "" if config.max_steps is not None else "one pass over the data (no max_steps)"
+    session.announce("sft", config.model.name, parts.model, data.describe(), steps)
     session.start()
     parts.model.train()
     while config.max_steps is None or step < config.max_steps:
