@@ -91,8 +91,9 @@ class KeyInfo:
 
 
 class SchemaInfo:
-    def __init__(self, schema: dict[str, Any]) -> None:
+    def __init__(self, schema: dict[str, Any], kind: str | None = None) -> None:
         self.schema = schema
+        self.kind = kind  # the config kind whose bundle this is (None: a part of one)
         self.keys: dict[KeyPath, KeyInfo] = {}
         self.children: dict[KeyPath, list[str]] = {(): []}
         self.variants: dict[KeyPath, dict[str, list[str]]] = {}  # union path → tag → its keys
@@ -254,7 +255,7 @@ def json_type(value: Any) -> str:
 
 @functools.cache
 def schema_info(kind: str) -> SchemaInfo:
-    return SchemaInfo(bundled_schema(kind))
+    return SchemaInfo(bundled_schema(kind), kind)
 
 
 def bound_text(node: dict[str, Any]) -> str | None:

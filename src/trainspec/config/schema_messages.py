@@ -98,9 +98,37 @@ def unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) ->
             )
     elif close:
         fix = f"did you mean {_dotted((*path, close[0]))}?"
+    elif not where and (other := other_commands(info, key)):
+        fix = other
     else:
         fix = f"remove {dotted((key,))}; {section} takes: {', '.join(valid)}"
     return key_issue((*path, key), f"is not a known key of {section}", fix, about_key=True)
+
+
+def other_commands(info: SchemaInfo, key: str) -> str | None:
+    """For a top-level key that another command's config has ([slurm] in an rl-trainer file):
+    which commands take it, and how to get there from this one."""
+    from trainspec.kinds import KIND_INFO
+
+    from .schema_info import schema_info
+
+    if info.kind not in KIND_INFO:
+        return None
+    mine = KIND_INFO[info.kind].command  # type: ignore[index]
+    takers = [
+        other.command
+        for kind, other in KIND_INFO.items()
+        if kind != info.kind and key in schema_info(kind).children.get((), [])
+    ]
+    if not takers:
+        return None
+    quoted = [f"`{command}`" for command in takers]
+    names = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
+    fix = f"{key} is a setting of the {names} config{'s' if len(takers) > 1 else ''}, not {mine}'s"
+    if "rl" in takers and mine in ("rl-trainer", "orchestrator"):
+        table = "[trainer]" if mine == "rl-trainer" else "[orchestrator]"
+        return f"{fix}: run `rl`, which starts {mine}, with this file's settings under {table}"
+    return f"{fix}: run the file with {quoted[0]}, or remove {key}"
 
 
 def wrong_shape(path: tuple[Any, ...], info: SchemaInfo, data: Any) -> ConfigIssue:
