@@ -270,6 +270,9 @@ def test_a_source_of_your_own_data_and_reward_runs(tmp_path, initial_weights, mo
     assert {k for row in rows for k in row if k.startswith("eval/")} == {"eval/words.jsonl/reward"}
     assert all("eval_exact_match" not in row for row in rows)
     assert decode(rank_file(run_dir, 0, 0).read_bytes()).step == 0
+    # its sign of life (process/liveness.py) says it ran to its end: `rl` reads it
+    sign = json.loads((run_dir / "orchestrator" / "alive.json").read_text())
+    assert sign["state"] == "ended" and sign["how"] == "finished" and sign["step"] == 1
 
 
 def test_the_summary_gives_the_held_out_reward_where_there_is_no_exact_match(tmp_path):
@@ -286,6 +289,8 @@ def test_the_summary_gives_the_held_out_reward_where_there_is_no_exact_match(tmp
     )
     line = summarize(tmp_path)
     assert "held-out reward 0.250 -> 0.500" in line and "exact match" not in line
+    assert line.startswith(f"rl: done after step 2: run {tmp_path}")
+    assert summarize(tmp_path, seconds=754.2).startswith("rl: done after step 2 in 0:12:34: run")
 
 
 def unloadable_broadcast(run_dir: Path, weights: Path) -> Path:

@@ -58,3 +58,30 @@ def test_off_the_main_thread_it_warns_and_sets_nothing(sigusr2, caplog):
     assert "not on the main thread" in caplog.text
     signal.raise_signal(signal.SIGUSR2)
     assert flag.count == 0 and sigusr2 == [signal.SIGUSR2]
+
+
+def test_a_second_ctrl_c_raises_keyboard_interrupt_by_default():
+    """Whatever the first Ctrl-C asked to finish, the second breaks the wait (issue 36)."""
+    flag = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()
+    try:
+        signal.raise_signal(signal.SIGINT)
+        assert flag.count == 1
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+    finally:
+        flag.restore()
+
+
+def test_a_second_ctrl_c_passes_a_flag_installed_below_too():
+    """The orchestrator's session installs its stop flag over [control]'s: the second Ctrl-C
+    is not a first one to the flag below, it reaches the handler under both."""
+    below = SignalFlag((signal.SIGINT,)).install()
+    above = SignalFlag((signal.SIGINT,)).install()
+    try:
+        signal.raise_signal(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        assert above.count == 1 and below.count == 0
+    finally:
+        above.restore()
+        below.restore()

@@ -128,7 +128,7 @@ def test_a_short_seeded_run_raises_the_mean_reward(tmp_path):
     assert len(rewards) == 40
     first, last = sum(rewards[:10]) / 10, sum(rewards[-10:]) / 10
     assert last > first + 0.02, (first, last)
-    assert "rl: done after step 40" in result.stdout
+    assert "rl: done after step 40 in 0:" in result.stdout  # with the run's total time
     assert (run_dir / "rl.png").stat().st_size > 0
     assert records(run_dir / "orchestrator" / "metrics.jsonl")  # the orchestrator's own log
     assert "Traceback" not in result.stderr

@@ -72,3 +72,18 @@ def test_a_server_killed_from_outside_has_the_children_it_left_stopped(tmp_path)
     assert server.poll() == -9 and not ended(child)  # left behind: the check can fail
     server.stop(grace_s=3.0)
     assert ended(child)
+
+
+def test_a_group_whose_leader_is_gone_does_not_keep_the_others_from_being_stopped(tmp_path):
+    """Issue 36: stopping the servers raised ProcessLookupError at the first whose leader had
+    already died (killed from outside), and the servers after it were left running."""
+    import os
+    import signal
+
+    dead, dead_child = started(tmp_path, "dead", "exit")
+    live, live_child = started(tmp_path, "live", "exit")
+    os.kill(dead.process.pid, signal.SIGKILL)
+    dead.process.wait(timeout=60)  # reaped: its pid names nothing now
+    stop_all([dead, live], grace_s=3.0)  # no ProcessLookupError
+    assert live.process.returncode == -15
+    assert ended(dead_child) and ended(live_child)

@@ -28,6 +28,7 @@ from ..chat.prompts import prompt_renderer
 from ..core.tokenizer import build_tokenizer
 from ..core.world import World
 from ..errors import SetupError
+from ..process.liveness import LifeSign, orchestrator_sign
 from ..run.console import setup_logging
 from ..run.lock import lock_run_dir
 from ..run.run_dir import write_resolved_config
@@ -88,6 +89,8 @@ def run(config, *, progress: bool = True) -> int:
     own_dir = run_dir / "orchestrator"
     with ExitStack() as stack:
         lock_run_dir(own_dir, "orchestrator", setting="output_dir")
+        # a sign of life for the trainer, which may run on another node (process/liveness.py)
+        life = stack.enter_context(LifeSign(orchestrator_sign(run_dir)))
         document = write_resolved_config(config, own_dir, "orchestrator")
         session = Session(
             config, own_dir, own_dir.name, document,
@@ -172,6 +175,7 @@ def run(config, *, progress: bool = True) -> int:
                 "wait_s": started - waited,
             }
             step += 1
+            life.step = step
             if step != config.max_steps:  # the final step: evaluated below, final weights
                 metrics |= run_evals(
                     policy.sampler, held_out, step, config.seq_len, weights_step=policy.step
@@ -180,7 +184,9 @@ def run(config, *, progress: bool = True) -> int:
                 break
 
         # -- the end: the trainer's final weights, evaluated ------------------------------------
+        life.step = step
         waited_out = not session.stop_pending() and policy.wait_for(step, session.stop_pending)
+        life.finished = waited_out
         if waited_out and held_out:
             session.log(step, run_evals(
                 policy.sampler, held_out, step, config.seq_len, weights_step=policy.step,

@@ -6,9 +6,11 @@ process acts at its next safe point, so the work in hand always finishes.
         ...one unit of work...
     stop.restore()                        # the handlers that were there before come back
 
-A signal named in `repeat_passes_on` that arrives a second time goes to the handler that was
-there before (for SIGINT: KeyboardInterrupt), so a second Ctrl-C interrupts a process that
-hangs while finishing. Any other repeat is the same request again and counts: a scheduler
+A signal named in `repeat_passes_on` (by default SIGINT) that arrives a second time goes to the
+handler that was there before (for SIGINT: KeyboardInterrupt), so a second Ctrl-C always
+breaks a wait, whatever the first one asked to finish; when that handler is another flag's, it
+goes on to the one before that flag (a second Ctrl-C is not a first one to the flag below). Any
+other repeat is the same request again and counts: a scheduler
 SIGTERMs every process of a job, torchrun's agent among them, and the agent passes its
 SIGTERM on, so a worker gets two; so does one whose launcher passes a Ctrl-C on as SIGTERM.
 Python lets only the main thread set handlers; elsewhere `install` leaves the signals alone,
@@ -35,7 +37,10 @@ class SignalFlag:
     """Raised by any of `signals`; `count` says how many arrived."""
 
     def __init__(
-        self, signals: Iterable[signal.Signals], *, repeat_passes_on: Iterable[signal.Signals] = ()
+        self,
+        signals: Iterable[signal.Signals],
+        *,
+        repeat_passes_on: Iterable[signal.Signals] = (signal.SIGINT,),
     ):
         self.signals = tuple(signals)
         self.repeat_passes_on = frozenset(repeat_passes_on)
@@ -70,7 +75,10 @@ class SignalFlag:
 
     def _pass_on(self, signum: int, frame: FrameType | None) -> None:
         previous = self._previous.get(signal.Signals(signum), signal.SIG_DFL)
-        if callable(previous):
+        below = getattr(previous, "__self__", None)
+        if isinstance(below, SignalFlag):  # a flag installed before this one: past it too
+            below._pass_on(signum, frame)
+        elif callable(previous):
             previous(signum, frame)
         elif previous != signal.SIG_IGN:
             # The default action (terminate for SIGTERM/SIGUSR*, KeyboardInterrupt for SIGINT).

@@ -4,11 +4,16 @@
     batch = source.next(step, should_stop)      # this rank's RolloutBatch, or None when stopped
     source.commit(step)                         # a checkpoint covers every step before `step`
 
-Rollouts arrive from the orchestrator through the transport. `[data.fake]` makes synthetic
-batches instead (for benchmarks, with no orchestrator): `batch_size` rows of model.seq_len random
-tokens, or, with `generate_samples`, random prompt/completion samples of varied length packed
-the way the orchestrator packs them. Fake batches depend only on (seed, step, rank), so a
-resumed run sees the same ones.
+Rollouts arrive from the orchestrator through the transport. While it waits for one, the
+trainer watches the orchestrator's sign of life in the run directory (process/liveness.py): an
+orchestrator that ended, or has shown no sign for liveness.STALE_S (killed, or on a node that
+was lost), sends no more batches, and the wait ends with a RunError that says so instead of
+lasting forever; so does one never seen alive for liveness.FIRST_S (never started).
+
+`[data.fake]` makes synthetic batches instead (for benchmarks, with no orchestrator):
+`batch_size` rows of model.seq_len random tokens, or, with `generate_samples`, random
+prompt/completion samples of varied length packed the way the orchestrator packs them. Fake
+batches depend only on (seed, step, rank), so a resumed run sees the same ones.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import torch
 
 from ..core.lm import IGNORE_INDEX
 from ..core.world import World
+from ..errors import RunError
+from ..process.liveness import LifeWatch, orchestrator_sign
 from ..wire.batch import RLMicroBatch, RolloutBatch, Sample, pack_samples
 from ..wire.transport import build_receiver
 
@@ -97,9 +104,31 @@ class TransportRollouts:
 
     def __init__(self, transport_cfg, run_dir: Path, rank: int) -> None:
         self.receiver = build_receiver(transport_cfg, run_dir, rank)
+        self.orchestrator = LifeWatch(orchestrator_sign(run_dir), name="the orchestrator")
 
     def next(self, step: int, should_stop: Callable[[], bool]) -> RolloutBatch | None:
-        return self.receiver.receive(step, should_stop)
+        """Step `step`'s batch; None when asked to stop; a RunError once the orchestrator is
+        gone without it (a batch it wrote before it went is still taken)."""
+        gone: list[str] = []
+
+        def stop_or_gone() -> bool:
+            if should_stop():
+                return True
+            reason = self.orchestrator.gone()
+            if reason is not None:
+                gone.append(reason)
+            return reason is not None
+
+        batch = self.receiver.receive(step, stop_or_gone)
+        if batch is None and gone and not should_stop():
+            raise RunError(
+                str(self.orchestrator.path),
+                f"{gone[0]}; no batch of step {step} will come",
+                "start the orchestrator with the same output_dir (again, if it ended: its log "
+                "says why; it goes on at the trainer's step) and restart the trainer: it "
+                "resumes from its last checkpoint",
+            )
+        return batch
 
     def commit(self, step: int) -> None:
         self.receiver.commit(step)

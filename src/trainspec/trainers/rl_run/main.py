@@ -9,8 +9,10 @@ processes that share output_dir, watches both, and stops both.
 It ends when the trainer has trained max_steps and the orchestrator has evaluated the final
 weights. If either process fails, the other is stopped and `rl` says which one failed and how;
 the trainer stops after its current step and saves a checkpoint (its [control] stop signal). A
-SIGTERM or Ctrl-C to `rl` stops both the same way. At the end run_dir/rl.png shows reward and
-loss, beside the trainer's metrics.jsonl and the orchestrator's orchestrator/metrics.jsonl.
+SIGTERM or Ctrl-C to `rl` stops both the same way; a second Ctrl-C kills both at once, with
+every process under them (supervise.py: how each wait is bounded). At the end run_dir/rl.png
+shows reward and loss, beside the trainer's metrics.jsonl and the orchestrator's
+orchestrator/metrics.jsonl.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from trainspec.config import dump_json
 from ..core.model_source import model_source
 from ..errors import SetupError, SetupErrors, raise_all
 from ..process.signals import SignalFlag
+from ..process.tree import Tree
 from ..run.atomic_files import write_atomic
 from ..run.lock import INHERITED, lock_run_dir
 from ..serving.gpus import trainer_gpus, visible_gpus
@@ -47,16 +50,11 @@ from .refusals import (
     serves_inference,
 )
 from .summary import summarize
+from .supervise import say, supervise
 
-POLL_S = 0.2
-FINAL_EVAL_S = 600.0  # how long the orchestrator may take after the trainer's last step
-STOP_GRACE_S = 600.0  # how long the trainer may take to finish its step and save
+STARTED = time.monotonic()  # the command's start, for the summary's total time
+
 CHILD = ("-m", "trainspec.trainers.rl_run.child")
-
-
-def say(message: str) -> None:
-    sys.stderr.write(f"rl: {message}\n")
-    sys.stderr.flush()
 
 
 def trainer_command(config, path: Path) -> list[str]:
@@ -76,30 +74,6 @@ def trainer_command(config, path: Path) -> list[str]:
     ]
 
 
-def _stop(process: subprocess.Popen, signum=signal.SIGTERM) -> None:
-    if process.poll() is None:
-        process.send_signal(signum)
-
-
-def _wait(process: subprocess.Popen, seconds: float) -> int | None:
-    try:
-        return process.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        return None
-
-
-def _exit_text(code: int) -> str:
-    """How a process ended, and where to look for why."""
-    if code == -signal.SIGKILL or code == 128 + signal.SIGKILL:
-        return (
-            "was killed by SIGKILL from outside (it could print nothing: the kernel's "
-            "out-of-memory killer, a scheduler or `kill -9`; `dmesg` tells an OOM kill)"
-        )
-    if code < 0:
-        return f"was killed by {signal.Signals(-code).name} (its last output is above)"
-    return f"failed with exit code {code} (its message is above)"
-
-
 def trainer_devices(config) -> dict[str, str]:
     """The trainer's CUDA_VISIBLE_DEVICES beside the server: the GPUs after the server's, or
     the first num_train_gpus (shared with it) on a machine with too few."""
@@ -107,54 +81,6 @@ def trainer_devices(config) -> dict[str, str]:
     if devices is None:
         devices = ",".join(map(str, range(config.deployment.num_train_gpus)))
     return {"CUDA_VISIBLE_DEVICES": devices}
-
-
-def supervise(
-    trainer: subprocess.Popen,
-    orchestrator: subprocess.Popen,
-    stop: SignalFlag,
-    server: InferenceServer | None = None,
-) -> int:
-    forwarded = False
-    while True:
-        server_code = server.poll() if server is not None else None
-        if server is not None and server_code is not None and not forwarded:
-            say(
-                f"the vLLM server exited with code {server_code} (its log: "
-                f"{server.plan.log_path}); stopping the trainer, which saves a checkpoint first"
-            )
-            _stop(orchestrator)
-            _stop(trainer)
-            if _wait(trainer, STOP_GRACE_S) is None:
-                _stop(trainer, signal.SIGKILL)
-            return 1
-        if stop() and not forwarded:
-            say("stopping: the trainer finishes its step and saves, the orchestrator stops")
-            _stop(trainer)
-            _stop(orchestrator)
-            forwarded = True
-        trainer_code, orchestrator_code = trainer.poll(), orchestrator.poll()
-        if trainer_code is not None:
-            if trainer_code != 0:
-                say(f"the trainer {_exit_text(trainer_code)}; stopping the orchestrator")
-                _stop(orchestrator)
-                if _wait(orchestrator, 30) is None:
-                    _stop(orchestrator, signal.SIGKILL)
-                return 1
-            if _wait(orchestrator, 30 if forwarded else FINAL_EVAL_S) is None:
-                _stop(orchestrator)
-                _wait(orchestrator, 30)
-            return 0
-        if orchestrator_code not in (None, 0) and not forwarded:
-            say(
-                f"the orchestrator {_exit_text(orchestrator_code)}; stopping the trainer, "
-                "which saves a checkpoint first"
-            )
-            _stop(trainer)
-            if _wait(trainer, STOP_GRACE_S) is None:
-                _stop(trainer, signal.SIGKILL)
-            return 1
-        time.sleep(POLL_S)
 
 
 def launch(config) -> int:
@@ -184,7 +110,7 @@ def launch(config) -> int:
     # and both sides, on a stop signal, an error, or the end of the run.
     stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # passed on to both sides
     server: InferenceServer | None = None
-    children: list[subprocess.Popen] = []
+    children: list[Tree] = []
     try:
         if plan is not None:
             for note in plan.notes:
@@ -212,24 +138,30 @@ def launch(config) -> int:
             [sys.executable, *CHILD, "orchestrator", str(paths["orchestrator"])],
             start_new_session=True,
         )
-        children.append(orchestrator)
+        children.append(Tree(orchestrator))
         trainer = subprocess.Popen(
             trainer_command(config, paths["trainer"]),
             start_new_session=True,
             env={**os.environ, **(trainer_devices(config) if on_gpu else {})},
         )
-        children.append(trainer)
-        code = supervise(trainer, orchestrator, stop, server)
+        children.append(Tree(trainer))
+        code = supervise(
+            children[1], children[0], stop, server, max_steps=config.max_steps, run_dir=run_dir
+        )
+    except KeyboardInterrupt:  # a second Ctrl-C (process/signals.py): no more waiting
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # what follows is bounded: let it reap
+        say("a second Ctrl-C: killing what rl started, and every process under it, now (the "
+            "trainer saves no checkpoint; a relaunch resumes from its last one)")  # fmt: skip
+        return 130
     finally:
-        for process in children:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
+        for side in children:  # what still runs, and every process seen under it (torchrun's
+            side.kill()  # workers, in sessions of their own), killed; each side reaped
         if server is not None:
             server.stop()
         stop.restore()
     if code == 0:  # a failure was said above; its figures would read as a result
-        print(summarize(run_dir, stopped=stop()), flush=True)
+        took = time.monotonic() - STARTED
+        print(summarize(run_dir, stopped=stop(), seconds=took), flush=True)
     return code
 
 

@@ -10,6 +10,7 @@ from ..orchestrator.rl_plot import (
     held_out,
     read_jsonl,
 )
+from ..run.progress import duration
 
 
 def _first_last(records: list[dict], key: str, window: int = 10) -> tuple[float, float] | None:
@@ -21,13 +22,14 @@ def _first_last(records: list[dict], key: str, window: int = 10) -> tuple[float,
     return sum(values[:window]) / window, sum(values[-window:]) / window
 
 
-def summarize(run_dir: Path, stopped: bool = False) -> str:
+def summarize(run_dir: Path, stopped: bool = False, seconds: float | None = None) -> str:
     """The summary line of a run that ended well, or was stopped on request (the orchestrator
-    drew rl.png when it ended)."""
+    drew rl.png when it ended), with the run's total time when `seconds` is given."""
     trainer = read_jsonl(run_dir / TRAINER_METRICS)
     evals = held_out(read_jsonl(run_dir / ORCHESTRATOR_METRICS))
     steps = max((r.get("step", 0) for r in trainer), default=0)
-    parts = [f"rl: {'stopped' if stopped else 'done'} after step {steps}: run {run_dir}"]
+    took = f" in {duration(seconds)}" if seconds is not None else ""
+    parts = [f"rl: {'stopped' if stopped else 'done'} after step {steps}{took}: run {run_dir}"]
     reward = _first_last(trainer, "reward")
     if reward:
         parts.append(f"mean reward {reward[0]:.3f} -> {reward[1]:.3f} (first/last 10 steps)")

@@ -18,7 +18,8 @@ without a `serve` table plays in the orchestrator's own process.
   verifiers' `serve_env` with the pool's sizing.
 * `start` returns once the server answers its health check. A server that exits first (a
   taken port, a taskset it cannot load) is a SetupError at `<path>.serve` with its log's last
-  lines.
+  lines; one that exits later, `exited(address)`, the RunError that fails the episodes out on
+  it (server_watch.py).
 * The serve table is checked by verifiers' own `ServeConfig`; each error names its dotted path.
 """
 
@@ -36,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...errors import SetupError
+from ...errors import RunError, SetupError
 from ...run.atomic_files import write_atomic
 from ...serving.server_process import ServerProcess, stop_all
 
@@ -73,6 +74,7 @@ class EnvServers:
         self.run_dir = Path(run_dir)
         self.base_port = base_port
         self.servers: list[ServerProcess] = []
+        self.by_address: dict[str, ServerProcess] = {}
 
     def start(self, env: dict, serve: dict, path: str, *, split: str, index: int, name: str) -> str:
         """Start the server of source `index` and return its address once it answers."""
@@ -99,7 +101,26 @@ class EnvServers:
         server = ServerProcess(argv, base.with_suffix(".log"), env=child_env).start()
         self.servers.append(server)  # stopped by close(), with its pool's workers
         self._wait(server, address, f"{path}.serve")
+        self.by_address[address] = server
         return address
+
+    def exited(self, address: str) -> RunError | None:
+        """The error of the server at `address` once it has exited (None while it runs): what
+        server_watch.py raises for the episodes out on it. Its path is the source's `serve`."""
+        server = self.by_address[address]
+        code = server.poll()
+        if code is None:
+            return None
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited ({code})"
+        said = " | ".join(line.strip() for line in server.log_tail(LOG_TAIL)) or "nothing"
+        return RunError(
+            "serve",
+            f"the environment server at {address} {how} while episodes were out on it; its "
+            f"log ({server.log_path}) ends: {said}",
+            "fix what its log says (killed: the machine's memory, `dmesg` tells; lower "
+            "serve.pool's workers or serve.max_concurrent), then relaunch: the run resumes "
+            "from its last checkpoint",
+        )
 
     @staticmethod
     def _wait(server: ServerProcess, address: str, path: str) -> None:
@@ -135,6 +156,7 @@ class EnvServers:
     def close(self) -> None:
         stop_all(self.servers, STOP_GRACE_S)
         self.servers.clear()
+        self.by_address.clear()
 
 
 def _setup(taskset_file: str | None) -> None:

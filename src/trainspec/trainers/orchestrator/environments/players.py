@@ -15,6 +15,7 @@ sources first, then eval sources) is served at `base_port` + i, its files under
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from trainspec.config_model import written
@@ -118,7 +119,9 @@ class Players:
             self.servers = EnvServers(self.run_dir, base_port=self.base_port)
         name = source_name(source).replace("/", "_")
         env, serve = written(source.env), written(source.serve)
-        return self.servers.start(env, serve, path, split=split, index=index, name=name)
+        address = self.servers.start(env, serve, path, split=split, index=index, name=name)
+        self.get().exited[address] = functools.partial(self.servers.exited, address)  # watched
+        return address
 
     def get(self) -> EnvPlayer:
         if self.player is None:

@@ -21,7 +21,8 @@ the policy.
 * A source whose `serve.address` is set plays on the environment server there (verifiers'
   env server, started elsewhere or by env_servers.py), which the orchestrator waits for; the
   tasks are still loaded here, and each episode request carries its task, as the reference
-  does.
+  does. While episodes are out on it the server is watched (server_watch.py): one that is
+  gone fails the step with a RunError instead of hanging the orchestrator.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class EnvPlayer:
         self._servers: dict[int, Any] = {}
         self._serving: set[int] = set()
         self._env_clients: dict[str, Any] = {}
+        self.exited: dict[str, Any] = {}  # address -> its started server's check (server_watch)
         self._stack = contextlib.AsyncExitStack()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -137,8 +139,11 @@ class EnvPlayer:
 
         if address is None:
             return asyncio.run_coroutine_threadsafe(here(), self._loop).result()
+        from .server_watch import watched
+
         client = self._env_client(address)
-        return asyncio.run_coroutine_threadsafe(there(client), self._loop).result()
+        runs = watched(there(client), client, address, self.exited.get(address))
+        return asyncio.run_coroutine_threadsafe(runs, self._loop).result()
 
     def _gate(self):
         """What bounds the episodes in flight: the adaptive cap, max_inflight, or nothing."""
@@ -255,9 +260,9 @@ class EnvTask(PromptStream):
         ctx = self.player.context(sampler, temperature=temperature, max_tokens=max_tokens)
         try:
             episodes = self.player.play(self.env, [p.task for p in prompts], n, ctx, self.address)
-        except SetupError as err:  # the server never answered: name the source's setting
-            raise SetupError(self.path.removesuffix(".env") + "." + err.path, err.problem,
-                             err.fix) from None  # fmt: skip
+        except SetupError as err:  # the server never answered, or is gone: the source's setting
+            raise type(err)(self.path.removesuffix(".env") + "." + err.path, err.problem,
+                            err.fix) from None  # fmt: skip
         played, failed = [], []
         for index in range(len(prompts)):
             completions: list[Completion] = []
