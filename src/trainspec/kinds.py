@@ -2,8 +2,10 @@
 
 `rl` and `sft` are the trainer configs (they share `base_trainer` and its rules); `orchestrator`
 is the RL orchestrator's config; `rl_run` is the combined config of the `rl` command (schema
-rl.json: trainer and orchestrator in one file). Imports nothing heavy: the config layer, the
-rules and the scripts all read it.
+rl.json: trainer and orchestrator in one file); `inference` is the `inference` command's (schema
+inference_run.json: rl's [inference] table at the top level, with [slurm]); `eval` the `eval`
+command's (schema eval.json: a model evaluated on eval sources). Imports nothing heavy: the
+config layer, the rules and the scripts all read it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-Kind = Literal["rl", "sft", "orchestrator", "rl_run"]
+Kind = Literal["rl", "sft", "orchestrator", "rl_run", "inference", "eval"]
 TrainerKind = Literal["rl", "sft"]
 
 
@@ -26,6 +28,8 @@ class KindInfo:
     # "module:function" that turns a structurally valid document into the one the classes build
     # (the combined config copies its shared settings into both sub-configs), or None
     document_hook: str | None = None
+    # its dry run is the command's own (what it would start, written down), not --print-config
+    launch_dry_run: bool = False
 
 
 KIND_INFO: dict[Kind, KindInfo] = {
@@ -42,7 +46,18 @@ KIND_INFO: dict[Kind, KindInfo] = {
         False,
         "rl",
         "trainspec.validators.rl_run:propagate_shared",
+        launch_dry_run=True,
     ),
+    "inference": KindInfo(
+        "inference_run",
+        "inference_run",
+        "InferenceRunConfig",
+        "inference",
+        False,
+        "inference",
+        launch_dry_run=True,
+    ),
+    "eval": KindInfo("eval", "eval", "EvalsConfig", "eval", False, "eval"),
 }
 ALL_KINDS: tuple[Kind, ...] = get_args(Kind)
 TRAINER_KINDS: tuple[TrainerKind, ...] = get_args(TrainerKind)

@@ -55,7 +55,7 @@ def test_help_fits_on_one_screen_with_examples_sections_and_the_full_listing(kin
     listed = sections.split("  top-level settings:", 1)[0]
     assert [name.strip() for name in listed.replace("\n", " ").split(",")] == tables(kind)
     assert out.endswith(
-        f"every setting: {prog} --help-all\nthe config reference: docs/reference.md\n"
+        f"every setting: {prog} --help-all\nthe config reference: docs/reference/{prog}.md\n"
     )
     assert "--model.name" not in out  # the settings themselves are one flag away
 

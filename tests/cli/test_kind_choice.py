@@ -12,11 +12,18 @@ NOTE = (
     "{prog}: no #:schema line in {path}: checking it as an {kind} config (what `{cmd}` reads), "
     "{why}; pass --kind to choose another kind"
 )
-PASS_ALL = (
+PASS_FOUR = (
     "Pass --kind rl, --kind sft, --kind orchestrator or --kind rl_run (the configs of "
     "`rl-trainer`, `sft`, `orchestrator` and `rl`), or start the file with a '#:schema' line "
     "naming its schema (generated/schemas/rl_trainer.json, sft_trainer.json, orchestrator.json "
     "or rl.json)"
+)
+PASS_ALL = (
+    "Pass --kind rl, --kind sft, --kind orchestrator, --kind rl_run, --kind inference or --kind "
+    "eval (the configs of `rl-trainer`, `sft`, `orchestrator`, `rl`, `inference` and `eval`), "
+    "or start the file with a '#:schema' line naming its schema (generated/schemas/"
+    "rl_trainer.json, sft_trainer.json, orchestrator.json, rl.json, inference_run.json or "
+    "eval.json)"
 )
 
 
@@ -46,8 +53,8 @@ def test_several_keys_decide_together(tmp_path):
     result = run_cli(path)
     assert result.code == 0, result.stderr
     why = (
-        "the only kind that has all of matmul_precision (not in orchestrator or rl_run), "
-        "rollout_transport (not in sft)"
+        "the only kind that has all of matmul_precision (not in orchestrator, rl_run, inference "
+        "or eval), rollout_transport (not in sft)"
     )
     assert (
         result.stderr
@@ -77,7 +84,7 @@ def test_keys_every_kind_has_are_a_real_ambiguity(tmp_path):
     assert result.code == 2
     assert result.stderr.splitlines()[-1] == (
         f"validate-config: error: cannot tell which kind of config {path} is: every key it "
-        f"sets (max_steps, model) is in rl, sft, orchestrator and rl_run configs. {PASS_ALL}"
+        f"sets (max_steps, model) is in rl, sft, orchestrator and rl_run configs. {PASS_FOUR}"
     )
     assert run_cli(path, "--kind", "orchestrator").code == 0
 
@@ -89,7 +96,7 @@ def test_a_key_no_kind_has_among_keys_every_kind_has(tmp_path):
     assert result.stderr.splitlines()[-1] == (
         f"validate-config: error: cannot tell which kind of config {path} is: no kind has "
         f"model.nmae, and the rest fits rl, sft, orchestrator and rl_run configs alike. "
-        f"{PASS_ALL}"
+        f"{PASS_FOUR}"
     )
 
 

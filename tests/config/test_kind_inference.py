@@ -28,16 +28,20 @@ def top_level_keys() -> dict[str, set[str]]:
 
 @pytest.mark.parametrize("key", sorted(top_level_keys()))
 def test_a_top_level_key_points_at_the_kinds_whose_schema_has_it(key):
-    """No hand-kept list: the kinds a lone key fits are the kinds whose schema lists it."""
+    """No hand-kept list: the kinds a lone key fits are the kinds whose schema lists it (with a
+    table, {}, where the kind has a table there, else a plain value: `model` is a table in the
+    trainers' configs and a name in eval's)."""
     owners = top_level_keys()[key]
-    guess = infer_kind([{key: 1}])
-    assert set(guess.candidates) == owners
-    if len(owners) == 1:
-        [kind] = owners
-        others = tuple(k for k in ALL_KINDS if k != kind)
-        assert (guess.kind, guess.deciding, guess.unknown) == (kind, (((key,), others),), ())
-    else:
-        assert guess.kind is None and guess.unknown == ()
+    fitting: set[str] = set()
+    for value in ({}, 1):
+        guess = infer_kind([{key: value}])
+        if guess.unknown == ():
+            fitting |= set(guess.candidates)
+        if guess.unknown == () and len(owners) == 1:
+            [kind] = owners
+            others = tuple(k for k in ALL_KINDS if k != kind)
+            assert (guess.kind, guess.deciding) == (kind, (((key,), others),))
+    assert fitting == owners
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
@@ -54,7 +58,7 @@ def test_a_nested_key_decides_when_the_top_level_does_not():
     """[data] is in rl and sft configs; data.fake only in rl's, data.type only in sft's."""
     rl = infer_kind([{"max_steps": 3, "data": {"fake": {"batch_size": 2}}}])
     assert rl.kind == "rl"
-    assert rl.deciding == ((("data", "fake"), ("sft", "orchestrator", "rl_run")),)
+    assert rl.deciding == ((("data", "fake"), tuple(k for k in ALL_KINDS if k != "rl")),)
     sft = infer_kind([{"data": {"type": "fake", "seq_len": 64}}])
     assert (sft.kind, sft.deciding[0][0]) == ("sft", ("data", "type"))
 
@@ -66,7 +70,7 @@ def test_the_files_of_a_composed_run_are_told_together():
     both = infer_kind([base, {"data": {"type": "fake"}}])
     assert (both.kind, both.deciding) == (
         "sft",
-        ((("data", "type"), ("rl", "orchestrator", "rl_run")),),
+        ((("data", "type"), tuple(k for k in ALL_KINDS if k != "sft")),),
     )
 
 
@@ -86,9 +90,24 @@ def test_a_typo_is_charged_to_the_kind_that_owns_the_other_keys():
 
 def test_a_real_ambiguity_lists_the_kinds_that_fit():
     guess = infer_kind([{"max_steps": 4, "model": {"name": "m"}}])
-    assert (guess.kind, guess.candidates, guess.unknown) == (None, ALL_KINDS, ())
-    typo = infer_kind([{"model": {"nmae": "m"}}])  # no kind has it, every kind has [model]
-    assert (typo.kind, typo.candidates, typo.unknown) == (None, ALL_KINDS, (("model", "nmae"),))
+    trainers_and_rl = ("rl", "sft", "orchestrator", "rl_run")
+    assert (guess.kind, guess.candidates, guess.unknown) == (None, trainers_and_rl, ())
+    typo = infer_kind([{"model": {"nmae": "m"}}])  # no kind has it, these kinds have [model]
+    assert (typo.kind, typo.candidates, typo.unknown) == (
+        None,
+        trainers_and_rl,
+        (("model", "nmae"),),
+    )
+
+
+def test_a_plain_value_where_a_kind_has_only_a_table_rules_that_kind_out():
+    """`model = "Qwen/Qwen3-0.6B"` is the eval command's (its model is a name); the trainers'
+    and the orchestrator's [model] is a table. The reference's evals files name no kind."""
+    guess = infer_kind([{"model": "Qwen/Qwen3-0.6B", "eval": {"source": [{"name": "x"}]}}])
+    assert (guess.kind, guess.fits) == ("eval", True)
+    assert guess.deciding[0][0] == ("model",)
+    table = infer_kind([{"model": {"name": "m"}, "eval": {"source": [{"name": "x"}]}}])
+    assert table.kind != "eval"
 
 
 def test_a_file_of_another_tool_fits_no_kind():

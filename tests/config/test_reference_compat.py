@@ -3,6 +3,7 @@ apart from the documented changes (dist_timeout_seconds, the auto table, control
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -105,6 +106,25 @@ def test_defaults_match_the_reference(kind, expected):
     assert mismatches == {}
     index = 0 if kind == "rl" else 1
     assert {p: get(config, p) for p in CHANGED} == {p: v[index] for p, v in CHANGED.items()}
+
+
+def test_these_defaults_are_the_reference_inventorys():
+    """The hand-written defaults above agree with the reference's inventory as committed data
+    (reference/defaults.json, scripts/reference_defaults.py); each of CHANGED had one default
+    there, for both trainers, and differs here."""
+    inventory = json.loads((HERE / "defaults.json").read_text())["kinds"]
+
+    def default(kind, path):  # a key whose variants disagree: its default variant's
+        value = inventory[kind][path]
+        variants = value.get("$variants") if isinstance(value, dict) else None
+        return variants[inventory[kind][path.rsplit(".", 1)[0] + ".type"]] if variants else value
+
+    for kind, own in (("rl", RL_DEFAULTS), ("sft", SFT_DEFAULTS)):
+        expected = {**REFERENCE_DEFAULTS, **own}
+        assert {p: default(kind, p) for p in expected} == expected
+    for path, here in CHANGED.items():
+        there = (default("rl", path), default("sft", path))
+        assert there[0] == there[1] and there != here, path
 
 
 def test_control_is_new_and_on_by_default(kind):

@@ -1,8 +1,8 @@
-"""Every reference-shaped example file (tests/config/reference/: rl/, sft/, rl-trainer/, see
-their READMEs) validates as written with `validate-config FILE` and no --kind, as its command
-takes it: none has a `#:schema` line, so the keys tell the kind, and validate-config says
-which kind and which key decided. The reference's standalone `inference` and `eval` files are
-not among them: trainspec has no such commands yet."""
+"""Every reference-shaped example file (tests/config/reference/: rl/, sft/, rl-trainer/,
+inference/, eval/, see their READMEs) validates as written with `validate-config FILE` and no
+--kind, as its command takes it: none has a `#:schema` line, so the keys tell the kind, and
+validate-config says which kind and which key decided. The reference's standalone `inference`
+and evals files are among them (the `inference` and `eval` commands)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,15 @@ from helpers.support import ROOT
 from trainspec.cli.validate_config import run
 
 HERE = Path(__file__).parent / "reference"
-KINDS = {"rl": "rl_run", "sft": "sft", "rl-trainer": "rl"}  # directory -> kind
-COMMANDS = {"rl_run": "rl", "sft": "sft", "rl": "rl-trainer"}
+KINDS = {  # directory -> kind
+    "rl": "rl_run",
+    "sft": "sft",
+    "rl-trainer": "rl",
+    "inference": "inference",
+    "eval": "eval",
+}
+COMMANDS = {"rl_run": "rl", "sft": "sft", "rl": "rl-trainer", "inference": "inference",
+            "eval": "eval"}  # fmt: skip
 FILES = sorted(path for folder in KINDS for path in (HERE / folder).glob("*.toml"))
 H200 = HERE / "sft" / "advanced-qwen3-30b-a3b-h200"  # a base file and two layered on it
 BIN = Path(sys.executable).parent
@@ -52,7 +59,12 @@ def test_the_corpus_is_there():
         "examples-wordle.toml",
     ]
     assert names["rl-trainer"] == ["debug-fake.toml"]
-    assert len(FILES) == 40
+    assert names["inference"] == [
+        "advanced-glm-5.2-infer-llmd.toml",
+        "advanced-glm-5.2-infer.toml",
+    ]
+    assert names["eval"] == ["examples-evals-swe.toml"]
+    assert len(FILES) == 43
     for path in FILES:
         assert not path.read_text().startswith("#:schema"), path  # as the reference writes them
 
@@ -81,6 +93,10 @@ def test_the_key_that_decided_is_named():
     assert err.endswith("the only kind that has data.type; pass --kind to choose another kind\n")
     _, _, err = call(str(HERE / "rl" / "basic-reverse-text.toml"))
     assert "as an rl_run config (what `rl` reads), the only kind that has trainer;" in err
+    _, _, err = call(str(HERE / "eval" / "examples-evals-swe.toml"))
+    assert "as an eval config (what `eval` reads), the only kind that has model;" in err
+    _, _, err = call(str(HERE / "inference" / "advanced-glm-5.2-infer.toml"))
+    assert "as an inference config (what `inference` reads), the only kind that has vllm;" in err
 
 
 @pytest.mark.parametrize("layer", ["fake", "math-10k"])

@@ -17,6 +17,8 @@ SCHEMA_NAMES = {
     "sft": "sft_trainer",
     "orchestrator": "orchestrator",
     "rl_run": "rl",
+    "inference": "inference_run",
+    "eval": "eval",
 }
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 TABLE = Path(__file__).resolve().with_name("rule_cases.toml")
-KINDS = ("rl", "sft", "orchestrator", "rl_run")
+KINDS = ("rl", "sft", "orchestrator", "rl_run", "inference", "eval")
 NULL = "None"  # how the table writes null (TOML has none), as the config files do
 NESTING_SUFFIX = "_rules"  # rl_run's rules that run a whole pipeline on one sub-table
 FIELDS = frozenset(

@@ -29,6 +29,7 @@ from trainspec import closed_pipe
 from trainspec.closed_pipe import silence_stdout
 from trainspec.config.kinds import Kind
 from trainspec.config.loader import dump_json
+from trainspec.kinds import KIND_INFO
 
 from . import report
 from .args import Parser, UsageError, split
@@ -117,8 +118,9 @@ def _start(config, kind, prog, options, parser, stdout, stderr, train: Train) ->
     command (rl; a [slurm] job), or train."""
     dry_run = getattr(config, "dry_run", False)
     slurm = getattr(config, "slurm", None) is not None
-    # the rl command's and a [slurm] job's dry run is their launch's; sft's prints the config
-    prints = options.print_config or (dry_run and kind != "rl_run" and not slurm)
+    # the dry run of rl, inference and a [slurm] job is their launch's; sft's prints the config
+    launches = KIND_INFO[kind].launch_dry_run or slurm
+    prints = options.print_config or (dry_run and not launches)
     if options.format == "toml" and not prints:
         why = "--format toml is how --print-config prints the config: add --print-config"
         if dry_run and slurm:
@@ -153,7 +155,9 @@ def _to_pipe(write: Callable[[], int], stdout: TextIO) -> int:
 
 
 def _help(parser: Parser, kind: Kind, prog: str, options, stdout: TextIO) -> int:
-    from .help import UnknownSection, config_flags_help
+    from trainspec.config.reference_links import link
+
+    from .help import UnknownSection, config_flags_help, section_path
 
     section = options.help
     if section == "all":  # no setting or table is called that
@@ -164,6 +168,7 @@ def _help(parser: Parser, kind: Kind, prog: str, options, stdout: TextIO) -> int
         except UnknownSection as err:
             raise UsageError(str(err)) from None
         stdout.write(f"settings under {section} (--key VALUE; defaults in parentheses):\n{text}")
+        stdout.write(f"the config reference: {link(kind, section_path(section))}\n")
         return 0
     if not options.help_all:
         stdout.write(short_help(kind, prog))

@@ -31,6 +31,8 @@ NAME_SUFFIXES: dict[str, Kind] = {
     ".sft.toml": "sft",
     ".orchestrator.toml": "orchestrator",
     ".rl-run.toml": "rl_run",
+    ".inference.toml": "inference",
+    ".eval.toml": "eval",
 }
 
 

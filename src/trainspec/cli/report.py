@@ -126,11 +126,26 @@ def write_text(
         out.write(f"{where}{issue.severity}: {issue.path} {issue.message}\n")
         if issue.fix:
             out.write(f"    fix: {issue.fix}\n")
+        if (see := reference_link(outcome.kind, issue)) is not None:
+            out.write(f"    see: {see}\n")
     errors, warnings = len(outcome.errors), len(outcome.warnings)
     valid = outcome.valid and not (strict and warnings)
     verdict = f"{'valid' if valid else 'invalid'} {name or outcome.kind} config"
     counts = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
     out.write(f"{label}: {verdict} ({counts})\n")
+
+
+def reference_link(kind: str | None, issue: ConfigIssue) -> str | None:
+    """The anchor of the key a schema error (an unknown key, a value of the wrong type) is
+    about, on its command's page of the config reference; None for a rule's issue, or when the
+    reference lists no table of its path."""
+    from trainspec.config.reference_links import link
+    from trainspec.kinds import KIND_INFO
+
+    if kind not in KIND_INFO or issue.rule is not None or not issue.path:
+        return None
+    where = link(kind, issue.key or tuple(issue.path.split(".")))
+    return where if "#" in where else None
 
 
 def write_github(outcome: Outcome, out: TextIO) -> None:

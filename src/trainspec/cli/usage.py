@@ -1,6 +1,6 @@
-"""The short `--help` of the training commands (sft, rl, rl-trainer, orchestrator): the usage
-line, three examples, the config's sections and where every setting is listed; it fits on one
-screen. `--help-all` prints every setting, `--help SECTION` one section's.
+"""The short `--help` of the commands (sft, rl, rl-trainer, orchestrator, inference, eval): the
+usage line, three examples, the config's sections and where every setting is listed; it fits on
+one screen. `--help-all` prints every setting, `--help SECTION` one section's.
 
     $ sft --help
     usage: sft FILE ... [--key VALUE ...] [--print-config [--format json|toml]]
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import textwrap
 
+from trainspec.config.reference_links import page
 from trainspec.config.schema_info import schema_info
 from trainspec.kinds import KIND_INFO, Kind
 
 WIDTH = 78  # the short help is wrapped the same on every terminal: it is short
-REFERENCE = "docs/reference.md"
 
 # What each command does, and three command lines that show it (run from a clone of trainspec).
 ABOUT: dict[str, tuple[str, list[tuple[str, str]]]] = {
@@ -58,6 +58,27 @@ ABOUT: dict[str, tuple[str, list[tuple[str, str]]]] = {
             ("configs/orchestrator/demo.toml --print-config --format toml", "the resolved config"),
         ],
     ),
+    "inference": (
+        "Starts an inference server alone (vLLM; the in-process model server for a built-in "
+        "model or without vLLM) and supervises it until Ctrl-C or SIGTERM.",
+        [
+            ("configs/inference/tiny.toml", "serve the built-in tiny model on 127.0.0.1"),
+            ("configs/inference/tiny.toml --server.port 8001", "override a setting"),
+            ("configs/inference/tiny.toml --dry-run", "write what it would start, start nothing"),
+        ],
+    ),
+    "eval": (
+        "Evaluates a model on eval sources through an inference server (one it starts, or "
+        "eval.client.base_url), and writes the scores to the run directory.",
+        [
+            ("configs/eval/tiny.toml", "evaluate the built-in tiny model on a built-in task"),
+            (
+                "configs/eval/tiny.toml --eval.client.base-url http://127.0.0.1:8000/v1",
+                "through a server you started (`inference`)",
+            ),
+            ("configs/eval/tiny.toml --print-config --format toml", "the resolved config"),
+        ],
+    ),
 }
 
 
@@ -74,6 +95,11 @@ def usage_line(prog: str) -> str:
 def dry_run_text(kind: Kind) -> str:
     if kind == "rl_run":
         return "dry_run = true: write both processes' configs and rl-launch.json, start nothing"
+    if kind == "inference":
+        return (
+            "dry_run = true: write inference-launch.json (what it would start), start nothing "
+            "(with [slurm]: write the job script)"
+        )
     if has_dry_run(kind):
         return (
             "dry_run = true: print the resolved config and exit (with [slurm]: write the job "
@@ -123,5 +149,5 @@ def short_help(kind: Kind, prog: str) -> str:
         initial_indent="  ",
         subsequent_indent="    ",
     )
-    lines += ["", f"every setting: {prog} --help-all", f"the config reference: {REFERENCE}"]
+    lines += ["", f"every setting: {prog} --help-all", f"the config reference: {page(kind)}"]
     return "\n".join(lines) + "\n"

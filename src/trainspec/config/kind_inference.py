@@ -4,13 +4,15 @@ decides), so `validate-config FILE` reads the keys instead.
 
 A kind fits when its schema, the bundle `make gen` writes, knows every key the files set:
 tables and arrays of tables walked, union variants merged, open tables (env_vars, the
-environment tables, vLLM's extra arguments) taking any key below them. One fitting kind is
-the answer, and the keys that the other kinds lack are the reason. Several fitting kinds are a
-real ambiguity (`max_steps = 4` alone). When none fits (a typo, or a file of another tool), a
-kind is taken only if it holds a key no other kind has and most of the keys, so the typo is
-reported as that kind's error; else the kinds closest to the keys are the candidates. The key
-sets are the schemas' own, so a key added to a schema counts at once. Imports JSON and the
-schema walker only.
+environment tables, vLLM's extra arguments) taking any key below them; a plain value where the
+kind has only a table (`model = "Qwen/Qwen3-0.6B"`, the eval command's, against the trainers'
+[model]), or a table where it has only a plain value, counts as a key that kind lacks. One
+fitting kind is the answer, and the keys that the other kinds lack are the reason. Several
+fitting kinds are a real ambiguity (`max_steps = 4` alone). When none fits (a typo, or a file of
+another tool), a kind is taken only if it holds a key no other kind has and most of the keys, so
+the typo is reported as that kind's error; else the kinds closest to the keys are the
+candidates. The key sets are the schemas' own, so a key added to a schema counts at once.
+Imports JSON and the schema walker only.
 """
 
 from __future__ import annotations
@@ -169,7 +171,11 @@ def _table(
 
 
 def _value(root, nodes, value: Any, path: KeyPath, found: dict[KeyPath, None]) -> None:
+    shapes = [branch for node in nodes for branch in branches(root, node)]
     if isinstance(value, dict):
+        if shapes and all(_is_scalar(branch) for branch in shapes):
+            found.setdefault(path)  # a table where the kind has a plain value (eval's model)
+            return
         _table(root, nodes, value, path, found)
     elif isinstance(value, list):
         items = [
@@ -181,10 +187,21 @@ def _value(root, nodes, value: Any, path: KeyPath, found: dict[KeyPath, None]) -
         for item in value:
             if items and isinstance(item, dict | list):
                 _value(root, items, item, (*path, ITEM), found)
+    elif all(_is_table(branch) for branch in shapes):
+        found.setdefault(path)  # a plain value where the kind has only a table (eval's model)
 
 
 def _is_table(node: dict[str, Any]) -> bool:
     return node.get("type") == "object" or "properties" in node or "allOf" in node
+
+
+def _is_scalar(node: dict[str, Any]) -> bool:
+    """A value that is never a table: its type names no object."""
+    kind = node.get("type")
+    types = [kind] if isinstance(kind, str) else list(kind or [])
+    if "const" in node:
+        types.append(type(node["const"]).__name__)
+    return bool(types) and "object" not in types and "dict" not in types
 
 
 def _is_open(node: dict[str, Any]) -> bool:

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainspec.schema_walk import objects, resolve_ref, tag_key
+from trainspec.schema_walk import branches, objects, resolve_ref, tag_key
 
 from .bundle import SCHEMA_NAMES, bundled_schema
 
@@ -98,8 +98,9 @@ class SchemaInfo:
         self.children: dict[KeyPath, list[str]] = {(): []}
         self.variants: dict[KeyPath, dict[str, list[str]]] = {}  # union path → tag → its keys
         self.tag_keys: dict[KeyPath, str] = {}  # union path → the key its tag is ("type", "name")
-        # reference sections trainspec leaves out, with the reason (x-trainspec-unsupported)
-        self.unsupported: dict[str, str] = schema.get("x-trainspec-unsupported", {})
+        # keys of the reference that trainspec leaves out, with the reason: a table's
+        # x-trainspec-unsupported, by the key's path
+        self.unsupported: dict[KeyPath, str] = {}
         self._walk(schema, (), set())
 
     def resolve(self, node: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +155,9 @@ class SchemaInfo:
             if tags:
                 self.variants[path] = tags
                 self.tag_keys[path] = key
+        for branch in branches(self.schema, resolved):
+            for name, why in branch.get("x-trainspec-unsupported", {}).items():
+                self.unsupported[(*path, name)] = why
         names = self.children.setdefault(path, [])
         for shape in shapes:
             for name, prop in shape.properties.items():

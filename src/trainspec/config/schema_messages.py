@@ -75,12 +75,11 @@ def unknown_key(path: tuple[Any, ...], key: str, info: SchemaInfo, data: Any) ->
     section = f"[{_dotted(where)}]" if where else "the top level"
     tag = variant(path, info, data)
     owners = [t for t, keys in inner.variants.get(local, {}).items() if key in keys]
-    if not where and key in info.unsupported:
+    if (why := info.unsupported.get((*where, key))) is not None:
         return key_issue(
             (*path, key),
-            f"is a section of the reference (prime-rl) that trainspec does not support: "
-            f"{info.unsupported[key]}",
-            f"remove [{key}]",
+            f"is a setting of prime-rl that trainspec leaves out: {why}",
+            f"remove [{_dotted((*where, key))}]",
             about_key=True,
         )
     if tag is not None and owners:
@@ -114,7 +113,7 @@ def other_commands(info: SchemaInfo, key: str) -> str | None:
 
     if info.kind not in KIND_INFO:
         return None
-    mine = KIND_INFO[info.kind].command  # type: ignore[index]
+    mine = KIND_INFO[info.kind].command
     takers = [
         other.command
         for kind, other in KIND_INFO.items()

@@ -46,6 +46,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainspec.generated.inference import VllmConfig
+
 from ..errors import SetupError, raise_all
 
 LOOPBACK = "127.0.0.1"
@@ -115,7 +117,7 @@ def vllm_installed() -> bool:
 def cpu_settings(vllm, env_vars, seq_len: int) -> tuple[list[str], dict[str, str], str]:
     """The flags and environment vLLM's CPU build needs, where the config leaves them unset; and
     what they are, said at start."""
-    defaults = type(vllm)()
+    defaults = VllmConfig()
     flags: list[str] = []
     if vllm.dtype == defaults.dtype:
         flags += ["--dtype", "float32"]
@@ -137,7 +139,7 @@ def _flag_value(value) -> str:
 
 
 def _engine_flags(vllm, errors: list[SetupError]) -> list[str]:
-    defaults = type(vllm)()
+    defaults = VllmConfig()
     flags: list[str] = []
     for key, flag in FLAGS.items():
         value = getattr(vllm, key)

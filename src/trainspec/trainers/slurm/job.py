@@ -3,6 +3,7 @@
 
     python -m trainspec.trainers.slurm.job sft RUN/configs/sft.json     # the sft command
     python -m trainspec.trainers.slurm.job rl  RUN/configs/rl.json      # the rl command, one node
+    python -m trainspec.trainers.slurm.job inference RUN/configs/inference.json   # `inference`
     # multi-node rl, each side on its nodes:
     python -m trainspec.trainers.slurm.job trainer RUN/rl-trainer.json \
         --nodes 2 --procs-per-node 8 --node-rank 0 [--set rollout_transport.host=ADDR]
@@ -36,6 +37,7 @@ KINDS: dict[str, Kind] = {
     "rl": "rl_run",
     "trainer": "rl",
     "orchestrator": "orchestrator",
+    "inference": "inference",
 }
 MODULE = "trainspec.trainers.slurm.job"
 
@@ -113,6 +115,10 @@ def main(argv: list[str]) -> int:
         return launch(config)
     if args.side == "rl":
         from ..rl_run.main import launch
+
+        return launch(config)
+    if args.side == "inference":
+        from ..inference.main import launch
 
         return launch(config)
     if args.side == "trainer":
