@@ -175,6 +175,24 @@ def test_an_error_about_a_key_links_to_its_anchor(tmp_path):
     assert "    see: docs/reference/rl-trainer.md#optim.lr\n" in err
 
 
+def test_a_rules_error_and_the_json_and_github_reports_carry_the_link(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "short.toml"
+    path.write_text('max_steps = 3\n\n[scheduler]\ntype = "cosine"\nwarmup_steps = 20\n')
+    link = "docs/reference/sft.md#scheduler.warmup_steps"
+    code, _, err = run("sft", "sft", str(path))
+    assert code == 1 and f"    see: {link}\n" in err  # a rule's error: its key's entry
+    assert resolves(link, "")
+    cli = [sys.executable, "-m", "trainspec.cli.validate_config", str(path), "--kind", "sft"]
+    report = json.loads(subprocess.run([*cli, "--format", "json"], capture_output=True).stdout)
+    assert [e.get("reference") for e in report["errors"]] == [link]
+    github = subprocess.run([*cli, "--format", "github"], capture_output=True, text=True).stdout
+    assert github.rstrip().endswith(f"(see {link})"), github
+
+
 def test_help_links_to_the_command_page_and_a_section_to_its_anchor():
     _, out, _ = run("sft", "sft", "--help")
     assert out.endswith("the config reference: docs/reference/sft.md\n")

@@ -16,6 +16,7 @@ cannot be read or parsed, a bad command line and an internal error:
           "suggestion": "...",        # how to fix it, when known
           "flag": "--optim.lr",       # the command-line flag that set it, if one did
           "rule": "...",              # the rule that reported it, if one did
+          "reference": "docs/reference/rl-trainer.md#optim.betas1",  # the key's entry
           "category": "config"        # config (exit 1); file, usage, internal (exit 2)
         }
       ],
@@ -67,7 +68,7 @@ def in_order(outcome: Outcome) -> Outcome:
     return outcome
 
 
-def issue_dict(issue: ConfigIssue) -> dict[str, Any]:
+def issue_dict(issue: ConfigIssue, kind: str | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "file": issue.file,
         "line": issue.line,
@@ -81,6 +82,8 @@ def issue_dict(issue: ConfigIssue) -> dict[str, Any]:
         entry["suggestion"] = issue.fix
     if issue.rule:
         entry["rule"] = issue.rule
+    if (see := reference_link(kind, issue)) is not None:
+        entry["reference"] = see
     entry["category"] = "config"
     return entry
 
@@ -136,13 +139,13 @@ def write_text(
 
 
 def reference_link(kind: str | None, issue: ConfigIssue) -> str | None:
-    """The anchor of the key a schema error (an unknown key, a value of the wrong type) is
-    about, on its command's page of the config reference; None for a rule's issue, or when the
-    reference lists no table of its path."""
+    """The anchor of the key an issue is about (an unknown key, a value of the wrong type, a
+    rule's key), on its command's page of the config reference; None when the reference lists
+    no table of its path."""
     from trainspec.config.reference_links import link
     from trainspec.kinds import KIND_INFO
 
-    if kind not in KIND_INFO or issue.rule is not None or not issue.path:
+    if kind not in KIND_INFO or not issue.path:
         return None
     where = link(kind, issue.key or tuple(issue.path.split(".")))
     return where if "#" in where else None
@@ -150,6 +153,7 @@ def reference_link(kind: str | None, issue: ConfigIssue) -> str | None:
 
 def write_github(outcome: Outcome, out: TextIO) -> None:
     for issue in [*outcome.errors, *outcome.warnings]:
+        see = reference_link(outcome.kind, issue)
         props = [f"title={_escape_property(f'trainspec {issue.path}')}"]
         if issue.file:
             where = [f"file={_escape_property(issue.file)}", f"line={issue.line}"]
@@ -157,6 +161,8 @@ def write_github(outcome: Outcome, out: TextIO) -> None:
         text = f"{issue.flag + ': ' if issue.flag else ''}{issue.path} {issue.message}"
         if issue.fix:
             text += f" (fix: {issue.fix})"
+        if see is not None:
+            text += f" (see {see})"
         out.write(f"::{issue.severity} {','.join(props)}::{_escape(text)}\n")
 
 
@@ -180,8 +186,8 @@ def json_report(outcome: Outcome, strict: bool = False) -> dict[str, Any]:
     return {
         "valid": outcome.valid and not (strict and outcome.warnings),
         "kind": outcome.kind,
-        "errors": [issue_dict(issue) for issue in outcome.errors],
-        "warnings": [issue_dict(issue) for issue in outcome.warnings],
+        "errors": [issue_dict(issue, outcome.kind) for issue in outcome.errors],
+        "warnings": [issue_dict(issue, outcome.kind) for issue in outcome.warnings],
         "config": config,
     }
 
