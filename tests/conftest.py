@@ -42,6 +42,7 @@ LONGEST_FIRST = (
     "tests/trainers/rl_run/test_rl_command.py",
     "tests/trainers/rl_run/test_rl_vllm.py",  # two vLLM servers, each about a minute to start
     "tests/trainers/serving/test_vllm_engine.py",
+    "tests/trainers/inference/test_inference_vllm.py",  # a vLLM server, about a minute
     "tests/trainers/sft/test_online_evals_vllm.py",
     "tests/trainers/rl/test_rl_field_coverage.py",
     "tests/trainers/sft/test_faults.py",

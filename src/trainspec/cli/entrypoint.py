@@ -29,6 +29,7 @@ from trainspec import closed_pipe
 from trainspec.closed_pipe import silence_stdout
 from trainspec.config.kinds import Kind
 from trainspec.config.loader import dump_json
+from trainspec.config.locate import remember
 from trainspec.kinds import KIND_INFO
 
 from . import report
@@ -110,7 +111,11 @@ def run_entrypoint(
         stderr.write(f"{issue.where + ': ' if issue.where else ''}warning: {issue}\n")
     config = outcome.config
     assert config is not None  # valid
-    return _start(config, kind, prog, options, parser, stdout, stderr, train)
+    remember(outcome.sources, "orchestrator" if kind == "orchestrator" else "")
+    try:  # what the command refuses at start says where it was written (config/locate.py)
+        return _start(config, kind, prog, options, parser, stdout, stderr, train)
+    finally:
+        remember([])  # a caller that goes on (a test, a notebook) starts from nothing
 
 
 def _start(config, kind, prog, options, parser, stdout, stderr, train: Train) -> int:

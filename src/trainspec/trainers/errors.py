@@ -10,6 +10,8 @@ import errno
 import shutil
 from pathlib import Path
 
+from trainspec.config.locate import written_at
+
 
 class SetupError(Exception):
     """A setting this device or build cannot honour, or an input that cannot be read."""
@@ -21,7 +23,11 @@ class SetupError(Exception):
         self.fix = fix
 
     def render(self) -> str:
-        return f"{self.path}: error: {self.problem}\n    fix: {self.fix}"
+        """`path: error: problem` and its fix, after `file:line:col: ` (or the flag) where the
+        setting was written, when the command remembered its sources (config/locate.py)."""
+        where = written_at(self.path)
+        head = f"{where}: " if where else ""
+        return f"{head}{self.path}: error: {self.problem}\n    fix: {self.fix}"
 
 
 class SetupErrors(Exception):

@@ -99,7 +99,7 @@ def test_a_server_serving_another_model_is_refused_naming_model(tmp_path, capsys
         server.close()
     err = capsys.readouterr().err
     assert code == 1
-    assert "eval: cannot start\nmodel: error: = 'builtin:tiny-qwen3' is not a model" in err
+    assert ":2:9: model: error: = 'builtin:tiny-qwen3' is not a model" in err  # file:line:col
     assert "Traceback" not in err
 
 

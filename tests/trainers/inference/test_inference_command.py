@@ -153,7 +153,8 @@ def test_settings_only_vllm_honours_are_refused_in_process(tmp_path, capsys):
     config = tiny(tmp_path, 8125, "use_deep_gemm = true\n")
     assert main([str(config)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("inference: cannot start\nuse_deep_gemm: error: sets use_deep_gemm")
+    head = f"inference: cannot start\n{config}:2:17: use_deep_gemm: error: sets use_deep_gemm"
+    assert err.startswith(head), err  # where it was written, then what and why
     assert "the model is served in this process" in err and "Traceback" not in err
 
 

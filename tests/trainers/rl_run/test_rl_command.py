@@ -217,6 +217,38 @@ def test_a_trainer_that_cannot_start_is_named(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_the_orchestrators_refusals_and_a_tasksets_typo_stop_rl_before_either_side(tmp_path):
+    """What the orchestrator would refuse, and what a verifiers taskset's own class refuses of
+    its table, are asked before anything starts, each at the line and column it was written."""
+    config = write_config(tmp_path)
+    config.write_text(
+        config.read_text().replace("[orchestrator]\n", "[orchestrator]\ntasks_per_minute = 5\n", 1)
+    )
+    result = run_rl(str(config))
+    line = next(
+        n for n, text in enumerate(config.read_text().splitlines(), 1) if "tasks_per" in text
+    )
+    assert result.returncode == 1, result.stderr
+    assert f"{config}:{line}:20: orchestrator.tasks_per_minute: error:" in result.stderr
+    assert "rl-trainer" not in result.stdout + result.stderr  # the trainer never started
+    (tmp_path / "typo").mkdir()
+    typo = write_config(tmp_path / "typo")
+    typo.write_text(
+        typo.read_text()
+        + '\n[[orchestrator.train.source]]\nenv.taskset = { id = "trainspec-reverse-text", '
+        'split = "train", turnz = 2 }\n'
+    )
+    result = run_rl(str(typo))
+    last = len(typo.read_text().splitlines())
+    where = f"{typo}:{last}:"
+    assert result.returncode == 1, result.stderr
+    assert (
+        f"{where}" in result.stderr
+        and "env.taskset.turnz: error: is not a setting" in result.stderr
+    )
+    assert "rl-trainer" not in result.stdout + result.stderr and "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [

@@ -100,8 +100,18 @@ def test_unsupported_setting_is_refused_without_a_traceback(tmp_path):
         *("--model.attn", "flash_attention_2", "--model.cp", "2", "--data.micro-batch-size", "1"),
     )
     assert refused.returncode == 1
-    assert "model.attn: error:" in refused.stderr and "fix:" in refused.stderr
-    assert "model.cp: error:" in refused.stderr and "Traceback" not in refused.stderr
+    # each refusal says where it was set: here the flag
+    assert "\n--model.attn: model.attn: error:" in refused.stderr and "fix:" in refused.stderr
+    assert "\n--model.cp: model.cp: error:" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_a_refusal_at_start_says_the_file_line_and_column(tmp_path):
+    config = tmp_path / "gpu-only.toml"
+    config.write_text('max_steps = 2\n\n[model]\nattn = "flash_attention_2"\n')
+    refused = sft_in_process(str(config), *flags({**TINY, "output_dir": str(tmp_path)}))
+    assert refused.returncode == 1
+    assert f"\n{config}:4:8: model.attn: error:" in refused.stderr, refused.stderr
 
 
 def test_reference_style_at_file_and_dry_run(tmp_path):

@@ -32,6 +32,8 @@ from trainspec.config import dump_json
 
 from ..core.model_source import model_source
 from ..errors import SetupError, SetupErrors, raise_all
+from ..orchestrator.environments.players import check_env_tables
+from ..orchestrator.refusals import check_support
 from ..process.signals import SignalFlag
 from ..process.tree import Tree
 from ..run.atomic_files import write_atomic
@@ -91,6 +93,7 @@ def launch(config) -> int:
     run_dir = Path(config.trainer.output_dir)  # output_dir, or output_dir/run.dir
     try:  # the trainer's lock, held for it (lock.INHERITED); the orchestrator takes its own
         check_launch(config)
+        check_support(config.orchestrator)  # the orchestrator's refusals, before either starts
         raise_all(clean_refusals(config, run_dir))
         model_source(config.trainer.model.name, "model.name")  # both sides would refuse it
         on_gpu = serves_inference(config) and has_gpu()
@@ -101,6 +104,7 @@ def launch(config) -> int:
             config = served(config, plan)
         if config.dry_run:
             return dry_run(config, run_dir, plan)
+        raise_all(check_env_tables(config.orchestrator))  # each taskset's own settings
         lock_run_dir(run_dir, "rl", setting="output_dir")
     except (SetupError, SetupErrors) as err:
         sys.stderr.write(f"rl: cannot start\n{err.render()}\n")

@@ -21,8 +21,9 @@ from pathlib import Path
 from trainspec.config_model import written
 from trainspec.validators.orchestrator import source_name
 
-from ...errors import SetupError
+from ...errors import SetupError, SetupErrors
 from .env_servers import EnvServers
+from .verifiers_config import env_config
 from .verifiers_env import EnvPlayer
 
 BUILTIN_PREFIX = "builtin:"
@@ -32,6 +33,27 @@ def is_environment(source) -> bool:
     """Whether a source is a verifiers environment: no data, and a taskset id not built in."""
     ident = source.env.taskset.id if source.data is None else ""
     return bool(ident) and not ident.startswith(BUILTIN_PREFIX)
+
+
+def check_env_tables(config, prefix: str = "orchestrator.") -> list[SetupError]:
+    """What verifiers' own config classes refuse of each environment source's `env` table (a
+    taskset's own settings among them), asked before anything starts: every source's errors,
+    at its dotted path under `prefix`. Imports verifiers only when there is such a source."""
+    groups = [("train", config.train.source)]
+    if config.eval is not None:
+        groups.append(("eval", config.eval.source))
+    errors: list[SetupError] = []
+    for name, sources in groups:
+        for index, source in enumerate(sources):
+            if not is_environment(source):
+                continue
+            try:
+                env_config(source.env, f"{prefix}{name}.source[{index}].env")
+            except SetupErrors as err:
+                errors.extend(err.errors)
+            except SetupError as err:
+                errors.append(err)
+    return errors
 
 
 def starts_server(source) -> bool:

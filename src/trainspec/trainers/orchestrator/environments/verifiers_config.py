@@ -85,17 +85,23 @@ def local_taskset(env: dict[str, Any], path: str) -> dict[str, Any]:
 
 def errors_at(path: str, exc, fix: str) -> SetupErrors:
     """A pydantic ValidationError of verifiers' config classes, each error at its dotted path
-    under `path`."""
-    return SetupErrors(
-        [
-            SetupError(
-                ".".join([path, *(str(part) for part in error["loc"])]),
-                f"{error['msg']} (got {error.get('input')!r})",
-                fix,
+    under `path`; a key the class does not have is said so, with its own fix."""
+    errors = []
+    for error in exc.errors():
+        where = ".".join([path, *(str(part) for part in error["loc"])])
+        if error["type"] == "extra_forbidden":
+            owner = where.rsplit(".", 2)[-2] if where.count(".") > 1 else "table"
+            errors.append(
+                SetupError(
+                    where,
+                    f"is not a setting of this {owner}: its class (verifiers, or the "
+                    "package that defines it) has no such key",
+                    "check the spelling against its settings, or remove it",
+                )
             )
-            for error in exc.errors()
-        ]
-    )
+        else:
+            errors.append(SetupError(where, f"{error['msg']} (got {error.get('input')!r})", fix))
+    return SetupErrors(errors)
 
 
 def env_config(env, path: str):
