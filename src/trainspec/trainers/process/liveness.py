@@ -134,10 +134,9 @@ class LifeWatch:
         record = read_sign(self.path) or {}
         stale_s = STALE_S if self.stale_s is None else self.stale_s
         if record.get("state") == "ended":
-            self._verdict = (
-                f"{self.name} ({describe(record)}) ended ({record.get('how')}) at its step "
-                f"{record.get('step')}"
-            )
+            self._verdict = f"{self.name} ({describe(record)}) ended ({record.get('how')})"
+            if record.get("step") is not None:  # None: it ended before its first step
+                self._verdict += f" at its step {record['step']}"
         elif now - self._changed > stale_s:
             self._verdict = (
                 f"{self.name} ({describe(record)}) has shown no sign of life in {self.path} "

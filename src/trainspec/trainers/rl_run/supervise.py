@@ -80,7 +80,9 @@ def _finished(orchestrator: subprocess.Popen, run_dir: Path) -> tuple[bool, str]
     if record is None or record.get("pid") != orchestrator.pid:
         return False, "before it said where it was"
     how = record.get("how")
-    return how == "finished", f"at its step {record.get('step')} ({how})"
+    step = record.get("step")
+    where = f"at its step {step}" if step is not None else "before its first step"
+    return how == "finished", f"{where} ({how})"
 
 
 def supervise(
