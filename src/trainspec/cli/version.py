@@ -7,9 +7,7 @@ read from the installed distributions' metadata (nothing is imported: it answers
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
 FLAG = "--version"
 # what a bug report needs beside trainspec's own version, where installed
@@ -21,6 +19,10 @@ def asks_version(argv: Sequence[str]) -> bool:
 
 
 def version_line(prog: str) -> str:
+    # imported here: importlib.metadata costs every command's start ~10 ms, for one flag
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
     parts = [f"python {platform.python_version()}"]
     for name in STACK:
         try:
@@ -31,6 +33,8 @@ def version_line(prog: str) -> str:
 
 
 def _own() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("trainspec")
     except PackageNotFoundError:  # run from a source tree that is not installed
