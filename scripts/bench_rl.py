@@ -74,7 +74,7 @@ What differs between rl and TRL, on purpose or because it cannot be matched:
 - Packing: rl packs samples into rows of 256 tokens (position ids restart per sample); TRL pads
   every prompt + completion to the longest in its micro-batch.
 - Sampling: both call transformers' generate on the CPU; rl prefills each of the 16 prompts once
-  and repeats its KV cache 8 times (shared_prefill.prefill_shared_prompts: the samples of
+  and repeats its KV cache 8 times (sampler.prefill_shared_prompts: the samples of
   num_return_sequences=8, a step's prefill cost / 8), TRL generates from the 16 prompts
   repeated 8 times. rl's orchestrator also reloads the weights
   the trainer writes (broadcasts/step_N) every step; TRL samples from the weights it trains.

@@ -64,7 +64,7 @@ def fixed_batches(config, count: int) -> list:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trainspec.trainers.chat.tasks import template_stop_id
+    from trainspec.trainers.chat.prompts import template_stop_id
     from trainspec.trainers.core.tokenizer import build_tokenizer
     from trainspec.trainers.orchestrator.algorithms import grpo_advantages
     from trainspec.trainers.orchestrator.sampling.local_sampler import LocalSampler
@@ -269,7 +269,7 @@ def run_trl(spec: dict) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainspec.trainers.chat.tasks import template_stop_id
+    from trainspec.trainers.chat.prompts import template_stop_id
 
     config = demo_config(spec["demo"])
     orch, trainer_cfg = config.orchestrator, config.trainer

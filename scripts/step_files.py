@@ -7,8 +7,10 @@ Each loop trains a few steps of its tiny config (configs/sft/tiny.toml, configs/
 built-in model, synthetic batches) in this process; a profile hook records every trainspec
 function called from the end of step 2 to the end of step 3 (its bookkeeping included). The
 files are listed by the part of the tree they sit in: the loop's own, the skeleton both loops
-share (parts.py, session.py), the components, and the run pieces the session feeds (run/, each
-one call per step: what a reader needs to open to follow the step is the rest).
+share (parts.py, session.py), the components, and the run pieces the session feeds (run/, and
+the stop-signal flag the session reads in `stop_pending`, process/signals.py: the session's
+bookkeeping, each one call per step, as run/control.py's operator stop is; what a reader needs
+to open to follow the step is the rest).
 
 The third section follows one RL step end to end, as `rl` runs it: the orchestrator samples
 completions from the policy, scores them, packs and ships them, and the trainer learns from them
@@ -43,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIRST, LAST = 2, 3  # the window: from the end of step FIRST to the end of step LAST
 TRACE_DIR = "TRAINSPEC_STEP_FILES_DIR"  # where each traced `rl` process writes <pid>.json
 RL_WAIT_S = 900
+SESSION_PIECES = ("trainers/process/signals.py",)  # the session's own, beside run/ (docstring)
 SITECUSTOMIZE = """\
 import os
 
@@ -237,7 +240,7 @@ def group(path: str, *kinds: str) -> str:
         return "the loop's own"
     if path in ("trainers/parts.py", "trainers/session.py"):
         return "the shared skeleton"
-    if path.startswith("trainers/run/"):
+    if path.startswith("trainers/run/") or path in SESSION_PIECES:
         return "run pieces the session feeds"
     return "components"
 

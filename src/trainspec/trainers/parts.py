@@ -33,9 +33,8 @@ from .ckpt.hf_export import Export, hf_exporter
 from .ckpt.resume import resolve_resume
 from .core.lm import ChunkedLM
 from .core.model import build_model
-from .core.optim import StateOffload, build_optimizer, clip_gradients
+from .core.optim import StateOffload, build_optimizer, build_scheduler, clip_gradients
 from .core.parallel import apply_parallelism
-from .core.scheduler import build_scheduler
 from .core.tokenizer import build_tokenizer
 from .core.world import World
 

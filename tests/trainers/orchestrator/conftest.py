@@ -90,7 +90,7 @@ def scripted_weights(tmp_path_factory, tokenizer) -> Path:
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from trainspec.trainers.builtin import builtin_model_dir
-    from trainspec.trainers.chat.tasks import template_stop_id
+    from trainspec.trainers.chat.prompts import template_stop_id
 
     config = AutoConfig.from_pretrained(builtin_model_dir("builtin:tiny-qwen3"))
     config.tie_word_embeddings = False

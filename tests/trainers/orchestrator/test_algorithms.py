@@ -196,14 +196,14 @@ def algo_table(**algo):
 
 
 def test_an_algo_table_without_type_is_grpo():
-    from trainspec.trainers.orchestrator.algorithms import from_config
+    from trainspec.trainers.orchestrator.learners import from_config
 
     score = from_config(algo_table(), "orchestrator.algo")
     assert score(Group([1.0, 0.0, 0.5, 0.5])) == [0.5, -0.5, 0.0, 0.0]
 
 
 def test_an_algo_table_with_a_length_penalty_passes_its_weights():
-    from trainspec.trainers.orchestrator.algorithms import from_config
+    from trainspec.trainers.orchestrator.learners import from_config
 
     # the hand-worked case above, through the config: weights 0.25 / 0.1 / 0.1
     table = algo_table(type="grpo", length_penalty={"type": "linear"})
@@ -220,7 +220,7 @@ def test_an_algo_table_with_a_length_penalty_passes_its_weights():
 
 
 def test_max_rl_and_rae_tables():
-    from trainspec.trainers.orchestrator.algorithms import from_config
+    from trainspec.trainers.orchestrator.learners import from_config
 
     assert from_config(algo_table(type="max_rl"), "a")(Group([1.0, 0.0])) == [1.0, -1.0]
     rae = from_config(algo_table(type="rae", decay=0.5), "a")
@@ -231,7 +231,7 @@ def test_max_rl_and_rae_tables():
 
 def test_hierarchical_grpo_is_refused_with_the_reason():
     from trainspec.trainers.errors import SetupError
-    from trainspec.trainers.orchestrator.algorithms import from_config
+    from trainspec.trainers.orchestrator.learners import from_config
 
     table = algo_table(type="hierarchical_grpo", episode_agents=["a"])
     with pytest.raises(SetupError) as caught:
@@ -241,7 +241,7 @@ def test_hierarchical_grpo_is_refused_with_the_reason():
 
 
 def test_echo_scores_its_group_as_grpo_with_its_length_penalty():
-    from trainspec.trainers.orchestrator.algorithms import from_config
+    from trainspec.trainers.orchestrator.learners import from_config
 
     echo = from_config(algo_table(type="echo", length_penalty={"type": "linear"}), "a")
     group = Group([1.0, 0.5, 0.0], [100, 50, 200], [40, 80, 80], [1, 2, 4])

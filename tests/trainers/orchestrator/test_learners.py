@@ -14,7 +14,6 @@ from trainspec.trainers.errors import SetupError, SetupErrors
 from trainspec.trainers.orchestrator.algorithms import (
     Signal,
     distill_advantages,
-    echo_alphas,
     echo_ce_weights,
 )
 from trainspec.trainers.orchestrator.environments.task import Prompt
@@ -23,6 +22,7 @@ from trainspec.trainers.orchestrator.learners import (
     Imitated,
     Taught,
     build_learner,
+    echo_alphas,
     hint_messages,
 )
 from trainspec.trainers.orchestrator.sampling.sampler import Completion

@@ -10,8 +10,8 @@ import pytest
 
 from trainspec.config import dump_json, load
 from trainspec.trainers.errors import SetupError, SetupErrors
-from trainspec.trainers.orchestrator.pickers import SourcePicker, TokenPicker
 from trainspec.trainers.orchestrator.sources import eval_sources, train_sources
+from trainspec.trainers.orchestrator.step_batch import SourcePicker, TokenPicker
 
 RT = {"taskset": {"id": "builtin:reverse-text"}}
 

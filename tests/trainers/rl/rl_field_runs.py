@@ -558,7 +558,7 @@ def served_teacher(policy: Path) -> Iterator[str]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trainspec.trainers.chat.tasks import template_stop_id
+    from trainspec.trainers.chat.prompts import template_stop_id
     from trainspec.trainers.core.tokenizer import build_tokenizer
     from trainspec.trainers.orchestrator.sampling.local_sampler import LocalSampler
     from trainspec.trainers.orchestrator.sampling.model_server import ModelServer

@@ -1,4 +1,4 @@
-"""The RL trainer's wait for a batch ends when the orchestrator is gone (rl/data.py,
+"""The RL trainer's wait for a batch ends when the orchestrator is gone (rl/train.py,
 process/liveness.py): one that ended, or whose sign of life went stale (killed, its node lost),
 sends no more batches, and the trainer says so instead of waiting forever. The orchestrator
 here is a real process that writes the sign of life the orchestrator writes, and batches
@@ -17,7 +17,7 @@ import pytest
 from trainspec.config import load
 from trainspec.trainers.errors import RunError
 from trainspec.trainers.process import liveness
-from trainspec.trainers.rl.data import TransportRollouts
+from trainspec.trainers.rl.train import TransportRollouts
 
 WAIT_S = 240  # generous: a busy 2-core machine (before the fix the wait never ended)
 

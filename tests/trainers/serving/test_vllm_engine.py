@@ -26,7 +26,7 @@ from helpers.ports import free_port
 
 from trainspec.generated.inference import InferenceConfig
 from trainspec.trainers.builtin import builtin_model_dir
-from trainspec.trainers.chat.tasks import template_stop_id
+from trainspec.trainers.chat.prompts import template_stop_id
 from trainspec.trainers.ckpt.hf_export import export_weights
 from trainspec.trainers.errors import RunError, SetupError
 from trainspec.trainers.orchestrator.sampling.engine_load import metrics_reader, server_root
@@ -185,7 +185,8 @@ def test_a_verifiers_episode_plays_on_the_engines_token_route(engine):
     (--enable-scale-out): the episode's prompt is the chat template's, and its sampled tokens
     carry the served model's log-probs of them."""
     pytest.importorskip("verifiers", reason="the envs extra: pip install 'trainspec[envs]'")
-    from trainspec.trainers.chat.tasks import reverse_text, template_prompt_ids
+    from trainspec.trainers.chat.prompts import template_prompt_ids
+    from trainspec.trainers.chat.tasks import reverse_text
     from trainspec.trainers.orchestrator.environments.verifiers_env import EnvPlayer, EnvTask
 
     player = EnvPlayer(engine.tokenizer, None, max_inflight=None)

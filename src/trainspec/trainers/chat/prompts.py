@@ -2,11 +2,14 @@
 
     render, stop_id = prompt_renderer(config.renderer, tokenizer)
     ids = render([{"role": "system", ...}, {"role": "user", ...}])   # ends with the reply header
+    ids, stop_id = template_prompt_ids(tokenizer, messages), template_stop_id(tokenizer)
 
 "auto" and "default" use the tokenizer's chat template with the generation prompt, as the SFT
 trainer renders its conversations; a named renderer ("qwen3", "prime-qwen3", ...) is the
 renderers package's, built with the table's settings, and its first stop token ends a
 completion. The RL trainer learns from exactly these ids: the completion is appended to them.
+With the chat template, a completion ends on the end-of-turn token (`template_stop_id`; the
+tokenizer's eos token where it has none).
 """
 
 from __future__ import annotations
@@ -14,9 +17,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .named_renderers import NamedRendering, uses_named_renderer
-from .tasks import template_prompt_ids, template_stop_id
 
 Render = Callable[[list[dict]], list[int]]
+END_OF_TURN = "<|im_end|>"
+
+
+def template_prompt_ids(tokenizer, messages: list[dict]) -> list[int]:
+    ids = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+
+
+def template_stop_id(tokenizer) -> int:
+    stop = tokenizer.convert_tokens_to_ids(END_OF_TURN)
+    if isinstance(stop, int) and stop != tokenizer.unk_token_id:
+        return stop
+    return tokenizer.eos_token_id
 
 
 def prompt_renderer(renderer_cfg, tokenizer) -> tuple[Render, int]:

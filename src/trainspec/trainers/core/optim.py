@@ -1,11 +1,18 @@
-"""The optimizer, built from `[optim]`: AdamW, SGD, Muon or sign-SGD, with gradient clipping.
+"""The optimizer, built from `[optim]`: AdamW, SGD, Muon or sign-SGD, with gradient clipping;
+and its learning-rate schedule, built from `[scheduler]`: constant, linear or cosine.
 
     optimizer = build_optimizer(config.optim, model)
+    scheduler = build_scheduler(config.scheduler, optimizer, max_steps=config.max_steps)
     grad_norm = clip_gradients(config.optim, model)
 
 `weight_decay` arrives resolved ("auto" is 0.01 for SFT, 0.0 for RL). Norms, biases and
 embeddings never decay. Muon and sign-SGD are written here as single optimizers (torch's own Muon
 takes matrices only), so checkpoints and schedules treat every optimizer alike.
+
+Linear and cosine schedules warm up from 0 to optim.lr over `warmup_steps`; linear then holds and
+decays to `min_lr` over the last `decay_steps` steps, cosine decays to `min_lr` from the end of
+warmup to max_steps. The schedule is a LambdaLR, so its state checkpoints like any torch
+scheduler.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import math
 import torch
 from torch import nn
 from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LambdaLR
 
 from ..errors import SetupError
 
@@ -67,6 +75,39 @@ def clip_gradients(optim_cfg, model: nn.Module) -> float:
     if hasattr(norm, "full_tensor"):  # a DTensor under FSDP
         norm = norm.full_tensor()
     return float(norm)
+
+
+# -- the learning-rate schedule ---------------------------------------------------------------
+
+
+def lr_factor(scheduler_cfg, step: int, max_steps: int | None, peak_lr: float) -> float:
+    """Multiplier of optim.lr for the update at `step` (0-based)."""
+    if scheduler_cfg.type == "constant":
+        return 1.0
+    warmup = scheduler_cfg.warmup_steps
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    floor = scheduler_cfg.min_lr / peak_lr if peak_lr > 0 else 0.0
+    if max_steps is None:
+        return 1.0
+    if scheduler_cfg.type == "linear":
+        decay = scheduler_cfg.decay_steps
+        start = max_steps - decay
+        if decay <= 0 or step < start:
+            return 1.0
+        progress = min(1.0, (step - start + 1) / decay)
+        return 1.0 - (1.0 - floor) * progress
+    span = max(1, max_steps - warmup)
+    progress = min(1.0, (step - warmup + 1) / span)
+    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def build_scheduler(scheduler_cfg, optimizer: Optimizer, *, max_steps: int | None) -> LambdaLR:
+    peak = optimizer.param_groups[0]["lr"]
+    return LambdaLR(optimizer, lambda step: lr_factor(scheduler_cfg, step, max_steps, peak))
+
+
+# -- the optimizers this file writes ------------------------------------------------------------
 
 
 class SignSGD(Optimizer):

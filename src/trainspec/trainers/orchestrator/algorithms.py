@@ -12,6 +12,9 @@ into one advantage per sample, learned by the policy loss:
 * echo: grpo on the sampled tokens, plus cross-entropy with each role's alpha on the tokens the
   environment wrote after the model's first reply (`echo_ce_weights`).
 
+`Rewarded`, at the end, is their `Learner` (learners.py): it scores each group with one of these
+functions and says what every completion teaches (a `Signal`).
+
 Distillation learns from another model's view of each token instead (learners.py does the
 scoring):
 
@@ -19,8 +22,8 @@ scoring):
   the policy gradient of the reverse KL from the policy to the teacher on the sampled tokens;
 * sft: cross-entropy on every token a frozen model sampled (`Signal.ce_weights` all 1).
 
-`from_config` builds the advantage function of a reward-based `algo` table; hierarchical_grpo,
-which needs a multi-agent environment, is refused there with the reason.
+learners.py builds the advantage function of a reward-based `algo` table (`from_config`);
+hierarchical_grpo, which needs a multi-agent environment, is refused there with the reason.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..errors import SetupError
+if TYPE_CHECKING:
+    from .sampling.sampler import Sampler
 
 ALGORITHMS = ("grpo", "max_rl", "rae")
 DISTILLATION = ("opd", "opsd", "sft")
@@ -221,47 +226,33 @@ def echo_ce_weights(
     return weights if any(weights) else None
 
 
-def echo_alphas(roles) -> dict[str, float]:
-    """role -> alpha of an echo `roles` table (roles set to null are left out)."""
-    out = {}
-    for role in ("system", "user", "assistant", "tool"):
-        table = getattr(roles, role)
-        if table is not None:
-            out[role] = float(table.alpha)
-    return out
+@dataclass
+class Rewarded:
+    """grpo, max_rl, rae and echo: advantages from the group's rewards."""
 
+    advantages: AdvantageFn
+    source_name: str
+    echo: dict[str, float] | None = None  # echo's role -> alpha
+    sampler: Sampler | None = None
 
-# Why this build refuses the reference's hierarchical_grpo (it needs what this build lacks).
-NOT_BUILT = {
-    "hierarchical_grpo": "hierarchical_grpo compares the roles of a multi-agent environment "
-    "level by level, and this build's advantages are per group and role only",
-}
-
-
-def from_config(algo, path: str) -> AdvantageFn:
-    """The advantage function of a reward-based algo table (grpo, max_rl, rae, echo); a variant
-    this build lacks is a SetupError."""
-    if algo.type in NOT_BUILT:
-        raise SetupError(
-            f"{path}.type",
-            f"= {algo.type!r} is not available: {NOT_BUILT[algo.type]}",
-            'use type = "grpo", "max_rl", "rae", "echo", "opd", "opsd" or "sft"',
+    def signals(self, prompt, group, rewards, policy, temperature) -> list[Signal]:
+        advantages = self.advantages(
+            Group(
+                rewards,
+                output_tokens=[sum(c.mask or [True] * len(c.token_ids)) for c in group],
+                input_tokens=[len(c.prompt_of(prompt.ids)) for c in group],
+                turns=[c.turns for c in group],
+                keys=[(self.source_name, c.agent) for c in group],
+            )
         )
-    if algo.type in DISTILLATION:
-        raise ValueError(f"{algo.type} learns from a teacher, not from advantages (learners.py)")
-    if algo.type in ("grpo", "echo"):
-        penalty = algo.length_penalty
-        assert penalty is None or penalty.type == "linear"  # the one penalty the schema has
-        return group_advantages_for(
-            "grpo",
-            length_penalty=None
-            if penalty is None
-            else LinearLengthPenalty(
-                penalty.num_output_tokens_weight,
-                penalty.num_input_tokens_weight,
-                penalty.num_turns_weight,
-            ),
-        )
-    if algo.type == "rae":
-        return group_advantages_for("rae", decay=algo.decay)
-    return group_advantages_for(algo.type)
+        if self.echo is None:
+            return [Signal(advantage) for advantage in advantages]
+        # a one-turn reply has no environment tokens to weigh: echo_ce_weights gives None
+        return [
+            Signal(advantage, ce_weights=echo_ce_weights(
+                c.segments or [("assistant", len(c.token_ids), True)], self.echo))
+            for c, advantage in zip(group, advantages, strict=True)
+        ]  # fmt: skip
+
+    def close(self) -> None:
+        pass

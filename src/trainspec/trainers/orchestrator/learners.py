@@ -4,7 +4,8 @@
     groups = (learner.sampler or policy.sampler).sample(...)     # sft: the frozen model's
     signals = learner.signals(prompt, group, rewards, policy.sampler, temperature)
 
-* grpo, max_rl, rae, echo: the group's rewards become advantages (`Rewarded`);
+* grpo, max_rl, rae, echo: the group's rewards become advantages (`Rewarded`, in algorithms.py
+  beside the functions that score them; `from_config` picks the function of an algo table);
 * opd: the teacher endpoint scores each completion; per-token advantage teacher - sampler
   log-probability (`Taught`);
 * opsd: the live policy is its own teacher, shown the demonstration: `template` filled with the
@@ -25,13 +26,13 @@ from typing import Any, Protocol
 
 from ..errors import SetupError
 from .algorithms import (
+    DISTILLATION,
     AdvantageFn,
-    Group,
+    LinearLengthPenalty,
+    Rewarded,
     Signal,
     distill_advantages,
-    echo_alphas,
-    echo_ce_weights,
-    from_config,
+    group_advantages_for,
 )
 from .environments.task import Prompt
 from .sampling.sampler import Completion, Sampler
@@ -52,38 +53,6 @@ class Learner(Protocol):
     ) -> list[Signal]: ...
 
     def close(self) -> None: ...
-
-
-@dataclass
-class Rewarded:
-    """grpo, max_rl, rae and echo: advantages from the group's rewards."""
-
-    advantages: AdvantageFn
-    source_name: str
-    echo: dict[str, float] | None = None  # echo's role -> alpha
-    sampler: Sampler | None = None
-
-    def signals(self, prompt, group, rewards, policy, temperature) -> list[Signal]:
-        advantages = self.advantages(
-            Group(
-                rewards,
-                output_tokens=[sum(c.mask or [True] * len(c.token_ids)) for c in group],
-                input_tokens=[len(c.prompt_of(prompt.ids)) for c in group],
-                turns=[c.turns for c in group],
-                keys=[(self.source_name, c.agent) for c in group],
-            )
-        )
-        if self.echo is None:
-            return [Signal(advantage) for advantage in advantages]
-        # a one-turn reply has no environment tokens to weigh: echo_ce_weights gives None
-        return [
-            Signal(advantage, ce_weights=echo_ce_weights(
-                c.segments or [("assistant", len(c.token_ids), True)], self.echo))
-            for c, advantage in zip(group, advantages, strict=True)
-        ]  # fmt: skip
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass
@@ -171,6 +140,52 @@ def scores_on_server(learner: Learner | None, policy_on_server: bool) -> bool:
     if isinstance(learner, Taught):
         return getattr(learner.teacher, "base_url", None) is not None
     return isinstance(learner, Hinted) and policy_on_server
+
+
+def echo_alphas(roles) -> dict[str, float]:
+    """role -> alpha of an echo `roles` table (roles set to null are left out)."""
+    out = {}
+    for role in ("system", "user", "assistant", "tool"):
+        table = getattr(roles, role)
+        if table is not None:
+            out[role] = float(table.alpha)
+    return out
+
+
+# Why this build refuses the reference's hierarchical_grpo (it needs what this build lacks).
+NOT_BUILT = {
+    "hierarchical_grpo": "hierarchical_grpo compares the roles of a multi-agent environment "
+    "level by level, and this build's advantages are per group and role only",
+}
+
+
+def from_config(algo, path: str) -> AdvantageFn:
+    """The advantage function of a reward-based algo table (grpo, max_rl, rae, echo); a variant
+    this build lacks is a SetupError."""
+    if algo.type in NOT_BUILT:
+        raise SetupError(
+            f"{path}.type",
+            f"= {algo.type!r} is not available: {NOT_BUILT[algo.type]}",
+            'use type = "grpo", "max_rl", "rae", "echo", "opd", "opsd" or "sft"',
+        )
+    if algo.type in DISTILLATION:
+        raise ValueError(f"{algo.type} learns from a teacher, not from advantages (learners.py)")
+    if algo.type in ("grpo", "echo"):
+        penalty = algo.length_penalty
+        assert penalty is None or penalty.type == "linear"  # the one penalty the schema has
+        return group_advantages_for(
+            "grpo",
+            length_penalty=None
+            if penalty is None
+            else LinearLengthPenalty(
+                penalty.num_output_tokens_weight,
+                penalty.num_input_tokens_weight,
+                penalty.num_turns_weight,
+            ),
+        )
+    if algo.type == "rae":
+        return group_advantages_for("rae", decay=algo.decay)
+    return group_advantages_for(algo.type)
 
 
 def build_learner(algo, path: str, source_name: str, context) -> Learner:

@@ -38,13 +38,12 @@ from ..wire.broadcast import check_broadcast
 from ..wire.transport import build_sender
 from .environments.players import Players
 from .evals import run_evals
-from .pickers import build_picker
 from .policy import Policy
 from .refusals import check_support
 from .rl_plot import draw_rl_plot
 from .sampling.inflight import build_inflight
 from .sources import eval_sources, train_sources
-from .step_batch import StepBatch
+from .step_batch import StepBatch, build_picker
 
 log = logging.getLogger("trainspec.orchestrator")
 

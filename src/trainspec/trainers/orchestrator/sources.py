@@ -9,7 +9,7 @@ sampling, with the group tables' settings filled in where the source sets none.
 A source's task is its own data and reward (environments/data_task.py), a built-in taskset
 (task.py) or a verifiers environment, played by the run's Players, on an environment server
 they start where it has a serve table (environments/players.py). Which source each
-step's prompts come from is pickers.py's.
+step's prompts come from is step_batch.py's (the pickers).
 
 A source's `sampling` table is merged over the group's key by key (the keys it sets, not null,
 win), its `group_size` and `algo` default to the orchestrator's. Null means unset, so a config

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from trainspec.config import load
-from trainspec.trainers.chat.tasks import template_prompt_ids
+from trainspec.trainers.chat.prompts import template_prompt_ids
 from trainspec.trainers.errors import SetupError
 from trainspec.trainers.orchestrator.sampling.sampler import Completion
 from trainspec.trainers.orchestrator.sources import eval_sources, train_sources

@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("verifiers", reason="the envs extra: pip install 'trainspec[envs]'")
 
-from trainspec.trainers.chat.tasks import reverse_text, template_prompt_ids, template_stop_id  # noqa: E402
+from trainspec.trainers.chat.prompts import template_prompt_ids, template_stop_id  # noqa: E402
+from trainspec.trainers.chat.tasks import reverse_text  # noqa: E402
 from trainspec.trainers.errors import SetupError, SetupErrors  # noqa: E402
 from trainspec.trainers.orchestrator.algorithms import echo_ce_weights  # noqa: E402
 from trainspec.trainers.orchestrator.environments.verifiers_env import EnvTask  # noqa: E402

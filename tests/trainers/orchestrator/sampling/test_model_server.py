@@ -12,7 +12,8 @@ import httpx
 import pytest
 import torch
 
-from trainspec.trainers.chat.tasks import reverse_text, template_prompt_ids, template_stop_id
+from trainspec.trainers.chat.prompts import template_prompt_ids, template_stop_id
+from trainspec.trainers.chat.tasks import reverse_text
 from trainspec.trainers.errors import SetupError
 from trainspec.trainers.orchestrator.sampling.model_server import ModelServer, main
 from trainspec.trainers.orchestrator.sampling.openai_client import OpenAISampler

@@ -16,7 +16,8 @@ import torch
 from helpers.families import FAMILIES, VOCAB, tiny_model
 from safetensors.torch import save_file
 
-from trainspec.trainers.chat.tasks import reverse_text, template_prompt_ids, template_stop_id
+from trainspec.trainers.chat.prompts import template_prompt_ids, template_stop_id
+from trainspec.trainers.chat.tasks import reverse_text
 from trainspec.trainers.errors import SetupError
 from trainspec.trainers.orchestrator.sampling import local_sampler as sampler_module
 from trainspec.trainers.orchestrator.sampling.http_server import HttpServer

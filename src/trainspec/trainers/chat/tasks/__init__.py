@@ -15,10 +15,10 @@ from types import ModuleType
 import torch
 
 from ...errors import SetupError
+from ..prompts import template_prompt_ids, template_stop_id
 from . import reverse_text
 
 BUILTIN_DATASETS: dict[str, ModuleType] = {"builtin:reverse-text": reverse_text}
-END_OF_TURN = "<|im_end|>"
 
 
 def load_builtin_dataset(name: str, split: str, *, field: str = "data.name"):
@@ -42,20 +42,6 @@ def load_builtin_dataset(name: str, split: str, *, field: str = "data.name"):
             f"use one of its splits: {', '.join(task.SPLIT_SIZES)}",
         )
     return datasets.Dataset.from_list(task.examples(split))
-
-
-def template_prompt_ids(tokenizer, messages: list[dict]) -> list[int]:
-    ids = tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=True, return_dict=False
-    )
-    return list(ids["input_ids"] if isinstance(ids, dict) else ids)
-
-
-def template_stop_id(tokenizer) -> int:
-    stop = tokenizer.convert_tokens_to_ids(END_OF_TURN)
-    if isinstance(stop, int) and stop != tokenizer.unk_token_id:
-        return stop
-    return tokenizer.eos_token_id
 
 
 @torch.no_grad()

@@ -25,9 +25,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from ...chat.prompts import template_prompt_ids
 from ...chat.rewards import Rewards
 from ...chat.row_sources import load_source
-from ...chat.tasks import template_prompt_ids
 from ...errors import SetupError
 from .task import Prompt, PromptStream
 

@@ -26,7 +26,8 @@ from typing import Any
 
 from trainspec.config_model import written
 
-from ...chat.tasks import BUILTIN_DATASETS, template_prompt_ids
+from ...chat.prompts import template_prompt_ids
+from ...chat.tasks import BUILTIN_DATASETS
 from ...chat.tasks import reverse_text as reverse_text_task
 from ...errors import SetupError, SetupErrors
 

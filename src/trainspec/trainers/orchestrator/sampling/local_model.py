@@ -28,7 +28,7 @@ def local_model(name: str, field: str, *, seed: int = 0, max_batch: int | None =
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from ...chat.tasks import template_stop_id
+    from ...chat.prompts import template_stop_id
     from .local_sampler import LocalSampler
 
     tokenizer = AutoTokenizer.from_pretrained(source)

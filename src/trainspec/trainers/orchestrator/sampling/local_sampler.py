@@ -7,7 +7,7 @@ the caller holds, with the log-probability each generated token was drawn with.
     sampler.load_weights(Path("broadcasts/step_3"))  # the trainer's newest weights, in place
 
 It is the embedded default of the `Sampler` protocol (sampler.py), fine for small models and
-CPU runs; the n completions of a prompt share one prefill (shared_prefill.py).
+CPU runs; the n completions of a prompt share one prefill (sampler.py's prefill_shared_prompts).
 """
 
 from __future__ import annotations
@@ -21,8 +21,13 @@ from typing import Any
 import torch
 
 from ...errors import SetupError
-from .sampler import CausalLM, Completion, truncate_at_stop
-from .shared_prefill import prefill_shared_prompts, shares_prompt_prefill
+from .sampler import (
+    CausalLM,
+    Completion,
+    prefill_shared_prompts,
+    shares_prompt_prefill,
+    truncate_at_stop,
+)
 
 
 class _LogprobRecorder:

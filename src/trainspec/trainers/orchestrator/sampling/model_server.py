@@ -267,7 +267,7 @@ def load(model: str, device: str = "auto", max_batch: int | None = None):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ...chat.tasks import template_stop_id
+    from ...chat.prompts import template_stop_id
     from .local_sampler import LocalSampler
 
     try:
