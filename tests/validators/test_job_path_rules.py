@@ -110,10 +110,12 @@ def test_sbatch_values_are_words_with_the_job_log_path_at_their_lines(tmp_path):
         "the job log's path on the `#SBATCH --output=` line of the job script, which cannot be "
         "quoted\n"
         "    fix: give output_dir a value without spaces or control characters\n"
+        "    see: docs/reference/sft.md#output_dir\n"
         f'{path}:5:13: error: slurm.partition = "debug\\n#SBATCH --wrap=x" holds a newline: it '
         "becomes the one word of `#SBATCH --partition=`, a line of the job script that cannot "
         "be quoted\n"
         "    fix: give slurm.partition as one word, without spaces or control characters\n"
+        "    see: docs/reference/sft.md#slurm.partition\n"
     ), report
 
 

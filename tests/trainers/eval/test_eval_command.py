@@ -116,7 +116,7 @@ def test_a_server_serving_another_model_is_refused_naming_model(tmp_path, capsys
 def test_what_one_evaluation_cannot_honour_is_refused(tmp_path, capsys, extra, path):
     assert main([str(config(tmp_path, extra))]) == 1
     err = capsys.readouterr().err
-    assert f"\n{path}: error: is set" in err and "Traceback" not in err
+    assert f": {path}: error: is set" in err  # after file:line:col and "Traceback" not in err
 
 
 def test_the_schedule_of_online_evals_is_refused(tmp_path, capsys):

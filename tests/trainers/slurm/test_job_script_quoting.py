@@ -103,7 +103,7 @@ def test_a_run_directory_that_cannot_go_on_the_sbatch_output_line_is_refused(
         out, err = capsys.readouterr()
         assert out == ""
         assert (
-            f"\noutput_dir: error: the run directory {str(project / 'out' / 'r')!r} holds {what}: "
+            f":2:14: output_dir: error: the run directory {str(project / 'out' / 'r')!r} holds {what}: "
             "the job log's path in it goes on the job script's `#SBATCH --output=` line, which "
             "cannot be quoted\n"
         ) in err, err
@@ -130,7 +130,7 @@ def test_a_dry_run_with_clean_refuses_a_directory_no_run_marks(tmp_path, capsys)
     for args in ([], ["--dry-run"]):
         assert sft_main([str(config), *args]) == 1
         out, err = capsys.readouterr()
-        assert out == "" and f"\nclean: error: = true would delete everything in {mine} " in err
+        assert out == "" and f": clean: error: = true would delete everything in {mine} " in err
         assert sorted(path.name for path in mine.iterdir()) == ["thesis.tex"]
     (mine / "identity.json").write_text(json.dumps({"kind": "sft"}))  # a run's directory
     assert sft_main([str(config), "--dry-run"]) == 0

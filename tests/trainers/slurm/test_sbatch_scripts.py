@@ -228,7 +228,7 @@ def test_what_the_job_could_not_honour_is_refused_before_anything_is_written(
         assert code == 1 and out == ""
         assert f"rl: cannot {'write' if args else 'submit'} the job\n" in err
         for path in ("slurm.shared_fs", "slurm.template_path", "inference"):
-            assert f"\n{path}: error:" in err, err
+            assert f": {path}: error:" in err, err  # after file:line:col
         assert "the nodes of partition 'debug' has none" in err
         assert sorted(path.name for path in tmp_path.rglob("*")) == ["run.toml"]
 

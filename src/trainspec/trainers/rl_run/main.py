@@ -32,8 +32,6 @@ from trainspec.config import dump_json
 
 from ..core.model_source import model_source
 from ..errors import SetupError, SetupErrors, raise_all
-from ..orchestrator.environments.players import check_env_tables
-from ..orchestrator.refusals import check_support
 from ..process.signals import SignalFlag
 from ..process.tree import Tree
 from ..run.atomic_files import write_atomic
@@ -90,6 +88,10 @@ def launch(config) -> int:
         from .slurm_job import submit_rl
 
         return submit_rl(config)
+    # the orchestrator's refusals import torch: a [slurm] job above submits without it
+    from ..orchestrator.environments.players import check_env_tables
+    from ..orchestrator.refusals import check_support
+
     run_dir = Path(config.trainer.output_dir)  # output_dir, or output_dir/run.dir
     try:  # the trainer's lock, held for it (lock.INHERITED); the orchestrator takes its own
         check_launch(config)
