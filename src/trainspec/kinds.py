@@ -57,7 +57,7 @@ KIND_INFO: dict[Kind, KindInfo] = {
         "inference",
         launch_dry_run=True,
     ),
-    "eval": KindInfo("eval", "eval", "EvalsConfig", "eval", False, "eval"),
+    "eval": KindInfo("eval", "eval", "EvalsConfig", "eval", False, "evaluate"),
 }
 ALL_KINDS: tuple[Kind, ...] = get_args(Kind)
 TRAINER_KINDS: tuple[TrainerKind, ...] = get_args(TrainerKind)

@@ -20,7 +20,7 @@ PASS_FOUR = (
 )
 PASS_ALL = (
     "Pass --kind rl, --kind sft, --kind orchestrator, --kind rl_run, --kind inference or --kind "
-    "eval (the configs of `rl-trainer`, `sft`, `orchestrator`, `rl`, `inference` and `eval`), "
+    "eval (the configs of `rl-trainer`, `sft`, `orchestrator`, `rl`, `inference` and `evaluate`), "
     "or start the file with a '#:schema' line naming its schema (generated/schemas/"
     "rl_trainer.json, sft_trainer.json, orchestrator.json, rl.json, inference_run.json or "
     "eval.json)"

@@ -25,7 +25,7 @@ KINDS = {  # directory -> kind
     "eval": "eval",
 }
 COMMANDS = {"rl_run": "rl", "sft": "sft", "rl": "rl-trainer", "inference": "inference",
-            "eval": "eval"}  # fmt: skip
+            "eval": "evaluate"}  # fmt: skip
 FILES = sorted(path for folder in KINDS for path in (HERE / folder).glob("*.toml"))
 H200 = HERE / "sft" / "advanced-qwen3-30b-a3b-h200"  # a base file and two layered on it
 BIN = Path(sys.executable).parent
@@ -94,7 +94,7 @@ def test_the_key_that_decided_is_named():
     _, _, err = call(str(HERE / "rl" / "basic-reverse-text.toml"))
     assert "as an rl_run config (what `rl` reads), the only kind that has trainer;" in err
     _, _, err = call(str(HERE / "eval" / "examples-evals-swe.toml"))
-    assert "as an eval config (what `eval` reads), the only kind that has model;" in err
+    assert "as an eval config (what `evaluate` reads), the only kind that has model;" in err
     _, _, err = call(str(HERE / "inference" / "advanced-glm-5.2-infer.toml"))
     assert "as an inference config (what `inference` reads), the only kind that has vllm;" in err
 

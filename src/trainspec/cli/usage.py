@@ -67,7 +67,7 @@ ABOUT: dict[str, tuple[str, list[tuple[str, str]]]] = {
             ("configs/inference/tiny.toml --dry-run", "write what it would start, start nothing"),
         ],
     ),
-    "eval": (
+    "evaluate": (
         "Evaluates a model on eval sources through an inference server (one it starts, or "
         "eval.client.base_url), and writes the scores to the run directory.",
         [

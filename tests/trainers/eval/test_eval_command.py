@@ -51,8 +51,8 @@ def test_it_evaluates_a_builtin_task_through_the_in_process_server(tmp_path, cap
     assert source["num_examples"] == 3 and 0.0 <= source["reward"] <= 1.0
     assert "exact_match" in source  # the built-in task has reference answers
     assert means["source"] == "all" and means["eval_reward"] == source["reward"]
-    assert f"eval: scores in {tmp_path / 'out' / 'eval' / 'scores.jsonl'}" in out
-    assert "eval: reverse-text: reward" in out
+    assert f"evaluate: scores in {tmp_path / 'out' / 'eval' / 'scores.jsonl'}" in out
+    assert "evaluate: reverse-text: reward" in out
     assert "through the in-process model server (http://127.0.0.1:" in err
 
 
@@ -161,6 +161,21 @@ def test_sigterm_while_its_vllm_server_starts_stops_it_and_reaps_it(tmp_path):
     code = "import sys; from trainspec.trainers.eval.main import main; sys.exit(main(sys.argv[1:]))"
     returncode, err, server = sigterm_while_the_server_starts(code, path, tmp_path / "rec.json")
     assert returncode == 128 + signal.SIGTERM, err
-    assert b"eval: stopped by SIGTERM" in err and b"Traceback" not in err
+    assert b"evaluate: stopped by SIGTERM" in err and b"Traceback" not in err
     assert ended(server, 30)
     assert not (tmp_path / "out" / "eval" / "scores.jsonl").exists()
+
+
+def test_it_is_installed_as_evaluate_and_as_the_references_eval():
+    """`evaluate` is the name to type (in a shell `eval` is the shell's builtin); `eval`, the
+    reference's name, is there for `uv run eval` and runs the same command."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bin_dir = Path(sys.executable).parent
+    for name in ("evaluate", "eval"):
+        result = subprocess.run(
+            [str(bin_dir / name), "--version"], capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0 and result.stdout.startswith("evaluate (trainspec "), name

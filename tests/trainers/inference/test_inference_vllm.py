@@ -91,7 +91,7 @@ def test_vllm_serves_a_checkpoint_alone_until_sigterm(tmp_path):
             '[[eval.source]]\nname = "rt"\nenv.taskset.id = "builtin:reverse-text"\n'
         )
         result = subprocess.run(
-            [str(BIN / "eval"), str(evals)], capture_output=True, text=True, timeout=600
+            [str(BIN / "evaluate"), str(evals)], capture_output=True, text=True, timeout=600
         )
         assert result.returncode == 0, result.stderr
         lines = (tmp_path / "eval" / "eval" / "scores.jsonl").read_text().splitlines()

@@ -103,7 +103,8 @@ def test_a_run_directory_that_cannot_go_on_the_sbatch_output_line_is_refused(
         out, err = capsys.readouterr()
         assert out == ""
         assert (
-            f":2:14: output_dir: error: the run directory {str(project / 'out' / 'r')!r} holds {what}: "
+            f":2:14: output_dir: error: the run directory {str(project / 'out' / 'r')!r} "
+            f"holds {what}: "
             "the job log's path in it goes on the job script's `#SBATCH --output=` line, which "
             "cannot be quoted\n"
         ) in err, err

@@ -1,10 +1,11 @@
-"""The `eval` command: a model evaluated once on eval sources (built-in tasksets, your data and
-reward, verifiers environments) through an inference server, as the reference's standalone
-evals; the scores go to the console and <output_dir>/eval/scores.jsonl.
+"""The `evaluate` command (also installed as `eval`, the reference's name, for `uv run eval`:
+in a shell `eval` is the shell's builtin): a model evaluated once on eval sources (built-in
+tasksets, your data and reward, verifiers environments) through an inference server, as the
+reference's standalone evals; the scores go to the console and <output_dir>/eval/scores.jsonl.
 
-    eval configs/eval/tiny.toml
-    eval evals.toml --eval.client.base-url http://127.0.0.1:8000/v1   # a server you started
-    eval evals.toml --model outputs/sft-demo/weights --eval.num-examples 100
+    evaluate configs/eval/tiny.toml
+    evaluate evals.toml --eval.client.base-url http://127.0.0.1:8000/v1   # a server you started
+    evaluate evals.toml --model outputs/sft-demo/weights --eval.num-examples 100
 
 The server is the one eval.client.base_url names, else one eval starts (server.py: vLLM with
 [inference], else the in-process model server) and stops after the evals. The sources are
@@ -35,7 +36,7 @@ SCORES = Path("eval") / "scores.jsonl"
 
 
 def say(message: str) -> None:
-    sys.stderr.write(f"eval: {message}\n")
+    sys.stderr.write(f"evaluate: {message}\n")
     sys.stderr.flush()
 
 
@@ -133,8 +134,8 @@ def evaluate(config) -> int:
         scores = ", ".join(
             f"{key} {value:.4f}" for key, value in line.items() if isinstance(value, float)
         )
-        print(f"eval: {line['source']}: {scores}", flush=True)
-    print(f"eval: scores in {path}", flush=True)
+        print(f"evaluate: {line['source']}: {scores}", flush=True)
+    print(f"evaluate: scores in {path}", flush=True)
     return 0
 
 
@@ -150,12 +151,12 @@ def evaluate_until_stopped(config) -> int:
 
 
 def launch(config) -> int:
-    return run_guarded("eval", evaluate_until_stopped, config)
+    return run_guarded("evaluate", evaluate_until_stopped, config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    return run_entrypoint("eval", "eval", args, sys.stdout, sys.stderr, launch)
+    return run_entrypoint("eval", "evaluate", args, sys.stdout, sys.stderr, launch)
 
 
 if __name__ == "__main__":
