@@ -111,3 +111,8 @@ def test_a_run_ends_on_the_validation_loss_it_was_to_reach(tmp_path):
     assert sorted(p.name for p in checkpoints.iterdir()) == ["latest", "step_3"]
     assert (checkpoints / "latest").resolve() == (checkpoints / "step_3").resolve()
     assert (checkpoints / "latest" / "weights" / "model.safetensors").is_file()
+    # the same command again: the checkpoint it resumes from met the target, so it is done
+    # (it once trained on from there, moving whatever started from it)
+    assert train(reach) == 0
+    assert [m["step"] for m in metrics(reach) if "loss" in m] == [1, 2, 3]
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["latest", "step_3"]

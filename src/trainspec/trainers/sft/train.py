@@ -72,6 +72,15 @@ def reached(val_cfg, metrics: dict, step: int) -> bool:
     return True
 
 
+def resumed_validation(val_cfg, parts: Parts, val: list[MicroBatch] | None) -> dict:
+    """The validation loss of the weights a run resumes from, when the run ends on a loss
+    (val.stop_at_loss): the same weights give the same loss, so a run that ended on it is
+    done. {} otherwise (no validation pass spent)."""
+    if val is None or val_cfg.stop_at_loss is None:
+        return {}
+    return {"val_loss": validate(parts.model, val, parts.world)}
+
+
 def train(config) -> int:
     world = init_world(config.dist_timeout_seconds)
     run_dir = Path(config.output_dir) / config.run.dir
@@ -101,13 +110,15 @@ def train(config) -> int:
     )  # fmt: skip
     if val is not None and config.val.eval_on_start and step == 0:
         session.log(0, {"val_loss": validate(parts.model, val, world)})
+    # a resumed run whose checkpoint met val.stop_at_loss ended there: it trains no further
+    ended = step > 0 and reached(config.val, resumed_validation(config.val, parts, val), step)
     if evals is not None and (scores := evals.at_start(step)):
         session.log(step, scores)
     steps = "" if config.max_steps is not None else "one pass over the data (no max_steps)"
     session.announce("sft", config.model.name, parts.model, data.describe(), steps)
     session.start()
     parts.model.train()
-    while config.max_steps is None or step < config.max_steps:
+    while not ended and (config.max_steps is None or step < config.max_steps):
         if config.max_steps is None and data.epoch > 0:
             break  # one pass over the data when no max_steps is set
         started = time.perf_counter()
