@@ -3,7 +3,7 @@
 `rl` and `sft` are the trainer configs (they share `base_trainer` and its rules); `orchestrator`
 is the RL orchestrator's config; `rl_run` is the combined config of the `rl` command (schema
 rl.json: trainer and orchestrator in one file); `inference` is the `inference` command's (schema
-inference_run.json: rl's [inference] table at the top level, with [slurm]); `eval` the `eval`
+inference_run.json: rl's [inference] table at the top level, with [slurm]); `eval` the `evaluate`
 command's (schema eval.json: a model evaluated on eval sources). Imports nothing heavy: the
 config layer, the rules and the scripts all read it.
 """

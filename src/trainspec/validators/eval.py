@@ -1,5 +1,5 @@
-"""Rules of the `eval` command's config (schema eval.json): its eval sources as the orchestrator's
-and an SFT run's are checked, and the server it samples through.
+"""Rules of the `evaluate` command's config (schema eval.json): its eval sources as the
+orchestrator's and an SFT run's are checked, and the server it samples through.
 
 * [inference]'s vLLM serves `model`: inference.vllm.model defaults to it, and may not name
   another model.

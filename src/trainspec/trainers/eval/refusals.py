@@ -1,4 +1,4 @@
-"""What `eval` refuses at start: settings of an SFT run's online evals that mean nothing for one
+"""What `evaluate` refuses at start: settings of an SFT run's online evals that mean nothing for one
 evaluation (its schedule), sampling the evaluation does not send, an adaptive concurrency, log
 settings it does not honour, client settings for per-rollout headers and per-engine admin URLs,
 and vLLM settings in [inference] where no vLLM is started.
@@ -34,7 +34,7 @@ def eval_refusals(config) -> list[SetupError]:
             errors.append(
                 SetupError(
                     f"eval.{key}",
-                    "is set: it schedules an SFT run's online evals over its steps, and `eval` "
+                    "is set: it schedules an SFT run's online evals over its steps, and `evaluate` "
                     "evaluates the model once",
                     "drop it",
                 )
@@ -44,7 +44,7 @@ def eval_refusals(config) -> list[SetupError]:
             errors.append(
                 SetupError(
                     f"eval.source[{index}].interval",
-                    "is set: it schedules an SFT run's online evals of this source, and `eval` "
+                    "is set: it schedules an SFT run's online evals of this source, and `evaluate` "
                     "evaluates every source once",
                     "drop it",
                 )

@@ -1,4 +1,4 @@
-"""The server `eval` samples through, and its client.
+"""The server `evaluate` samples through, and its client.
 
     server = EvalServer.start(config, say)   # base_url: the one written, or a server started here
     sampler = server.client(config, tokenizer, stop_id)   # waits until it answers

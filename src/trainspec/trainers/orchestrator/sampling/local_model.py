@@ -1,5 +1,5 @@
 """A model served by this process (LocalSampler), by name: what the `inference` command serves
-and `eval` evaluates when no vLLM serves them (a built-in model, or a machine without vLLM).
+and `evaluate` evaluates when no vLLM serves them (a built-in model, or a machine without vLLM).
 
     sampler = local_model("builtin:tiny-qwen3", "vllm.model")   # SetupError naming the field
     server = ModelServer(sampler, "builtin:tiny-qwen3", "127.0.0.1", 8000).start()
