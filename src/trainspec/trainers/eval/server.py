@@ -23,27 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..builtin import is_builtin
 from ..errors import SetupError, raise_all
 from ..orchestrator.sampling.frozen import wait_until_ready
 from ..orchestrator.sampling.openai_client import OpenAISampler
-from ..serving.vllm_plan import server_plan, vllm_installed
+from ..serving.gpus import has_gpu
+from ..serving.vllm_plan import server_plan, why_not_vllm
 from .refusals import unserved_inference_refusals
-
-
-def has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def why_not_vllm(config) -> str | None:
-    """None when [inference]'s vLLM server can run here, else why not."""
-    if is_builtin(config.model):
-        return f"the built-in model {config.model} has no weight files for vLLM to load"
-    if not has_gpu() and not vllm_installed():
-        return "this machine has no GPU and vLLM is not installed for it"
-    return None
 
 
 class EvalServer:
@@ -57,7 +42,7 @@ class EvalServer:
         client = config.eval.client
         if "base_url" in client.model_fields_set:
             return cls(client.base_url, None, f"the server at {client.base_url}")
-        why = why_not_vllm(config) if config.inference is not None else None
+        why = why_not_vllm(config.model) if config.inference is not None else None
         if config.inference is not None and why is None:
             return cls._vllm(config, run_dir, say)
         if why is not None:

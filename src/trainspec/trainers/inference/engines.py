@@ -18,30 +18,19 @@ from pathlib import Path
 
 from trainspec.generated.inference_run import InferenceRunConfig
 
-from ..builtin import is_builtin
 from ..errors import SetupError, SetupErrors
 from ..refusals import set_by_user
-from ..serving.vllm_plan import LOOPBACK, InferencePlan, server_plan, vllm_installed
+from ..serving.vllm_plan import LOOPBACK, InferencePlan, server_plan, why_not_vllm
 
 DEFAULT_MAX_MODEL_LEN = 2048  # vLLM's CPU build: max_model_len when vllm.max_model_len is unset
 # Settings the in-process server honours (the rest tune vLLM and are refused there).
 LOCAL_SETTINGS = ("vllm.model", "server.host", "server.port", "log.level")
 
 
-def has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def engine_of(config, gpus: bool | None = None) -> tuple[str, str | None]:
     """("vllm", None) when vLLM serves the model here, else ("local", why it does not)."""
-    model = config.vllm.model
-    if is_builtin(model):
-        return "local", f"the built-in model {model} has no weight files for vLLM to load"
-    if not (has_gpu() if gpus is None else gpus) and not vllm_installed():
-        return "local", "this machine has no GPU and vLLM is not installed for it"
-    return "vllm", None
+    why = why_not_vllm(config.vllm.model, gpus)
+    return ("local", why) if why is not None else ("vllm", None)
 
 
 def bind_host(config) -> str:

@@ -104,7 +104,7 @@ def launch(config) -> int:
         engine, why = engine_of(config)
         plan = None
         if engine == "vllm":
-            from .engines import has_gpu
+            from ..serving.gpus import has_gpu
 
             plan = vllm_plan(config, run_dir, on_gpu=has_gpu())
         else:

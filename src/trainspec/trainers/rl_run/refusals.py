@@ -26,14 +26,9 @@ from ..builtin import is_builtin
 from ..errors import SetupError, raise_all
 from ..refusals import set_by_user
 from ..run.run_dir import IDENTITY_FILE, is_run_dir
+from ..serving.gpus import has_gpu
 from ..serving.vllm_plan import vllm_installed
 from ..wire.broadcast import stale_dirs
-
-
-def has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def check_launch(config, gpus: bool | None = None, where: str = "this machine") -> None:

@@ -12,6 +12,13 @@ from __future__ import annotations
 import sys
 
 
+def has_gpu() -> bool:
+    """Whether torch sees a CUDA device here (torch imported only when asked)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def visible_gpus() -> int:
     import torch
 

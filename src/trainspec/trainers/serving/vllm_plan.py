@@ -48,7 +48,9 @@ from pathlib import Path
 
 from trainspec.generated.inference import VllmConfig
 
+from ..builtin import is_builtin
 from ..errors import SetupError, raise_all
+from .gpus import has_gpu
 
 LOOPBACK = "127.0.0.1"
 VLLM_MODULE = "vllm.entrypoints.openai.api_server"
@@ -112,6 +114,17 @@ def vllm_command() -> list[str]:
 def vllm_installed() -> bool:
     """Whether vLLM can be imported by this Python (looked up, not imported: seconds saved)."""
     return importlib.util.find_spec("vllm") is not None
+
+
+def why_not_vllm(model: str, gpus: bool | None = None) -> str | None:
+    """None when vLLM can serve `model` on this machine (`gpus`: whether it has a GPU; None:
+    ask torch), else why not: a built-in model has no weight files, and without a GPU vLLM
+    runs only where its CPU build is installed."""
+    if is_builtin(model):
+        return f"the built-in model {model} has no weight files for vLLM to load"
+    if not (has_gpu() if gpus is None else gpus) and not vllm_installed():
+        return "this machine has no GPU and vLLM is not installed for it"
+    return None
 
 
 def cpu_settings(vllm, env_vars, seq_len: int) -> tuple[list[str], dict[str, str], str]:

@@ -26,16 +26,10 @@ from pathlib import Path
 from ..builtin import is_builtin
 from ..errors import SetupError
 from ..process.signals import SignalFlag
-from ..serving.gpus import trainer_gpus, visible_gpus
+from ..serving.gpus import has_gpu, trainer_gpus, visible_gpus
 from ..serving.inference_server import InferenceServer
 from ..serving.vllm_plan import server_plan, vllm_installed
 from .online_evals import SERVER_ENV
-
-
-def has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def serves(config) -> bool:
