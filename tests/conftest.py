@@ -38,11 +38,11 @@ def one_torch_thread():
 # (--no-loadscope-reorder): these go out first, so the run ends on short files with both
 # workers busy, not on one long file with the other worker idle.
 LONGEST_FIRST = (
+    "tests/trainers/rl_run/test_rl_vllm.py",  # three `rl` runs, each starting its vLLM server
     "tests/trainers/sft/test_sft_command.py",
     "tests/trainers/rl_run/test_rl_command.py",
-    "tests/trainers/rl_run/test_rl_vllm.py",  # two vLLM servers, each about a minute to start
     "tests/trainers/serving/test_vllm_engine.py",
-    "tests/trainers/inference/test_inference_vllm.py",  # a vLLM server, about a minute
+    "tests/trainers/inference/test_inference_vllm.py",  # a vLLM server
     "tests/trainers/sft/test_online_evals_vllm.py",
     "tests/trainers/rl/test_rl_field_coverage.py",
     "tests/trainers/sft/test_faults.py",
@@ -51,7 +51,6 @@ LONGEST_FIRST = (
     "tests/trainers/orchestrator/environments/test_verifiers_env.py",
     "tests/trainers/orchestrator/environments/test_env_servers.py",
     "tests/trainers/ckpt/test_checkpointer.py",
-    "tests/test_gen.py",
     "tests/trainers/rl_run/test_rl_inference.py",
     "tests/trainers/sft/test_families_train.py",
     "tests/trainers/sft/test_meta_init_runs.py",

@@ -1,6 +1,6 @@
-"""Processes the tests start and watch: whether one still runs, the stand-in vLLM server
-(tests/trainers/rl_run/stand_in_vllm.py) put where `rl` and `sft` start vLLM, and a command
-signalled while that server comes up."""
+"""Processes the tests start and watch: whether one still runs, a wait run in a thread with a
+bound (a wait that should end), the stand-in vLLM server (tests/trainers/rl_run/stand_in_vllm.py)
+put where `rl` and `sft` start vLLM, and a command signalled while that server comes up."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 STAND_IN = Path(__file__).resolve().parents[1] / "trainers" / "rl_run" / "stand_in_vllm.py"
@@ -47,6 +49,24 @@ def ended(pid: int, timeout_s: float = 60.0) -> bool:
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     return not alive(pid)
+
+
+def outcome_within(call: Callable[[], object], wait_s: float, waiting_for: str) -> object:
+    """What `call()` returned or raised, run in a thread joined for `wait_s`; fails the test,
+    saying `waiting_for`, when it is still running then (the wait under test never ended)."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as exc:  # noqa: BLE001 (what the wait raised is the result)
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(wait_s)
+    assert not thread.is_alive(), f"still waiting for {waiting_for}"
+    return outcome[0]
 
 
 def sigterm_while_the_server_starts(code: str, arg: Path, record: Path) -> tuple[int, bytes, int]:

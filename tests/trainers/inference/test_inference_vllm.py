@@ -59,7 +59,7 @@ def test_vllm_serves_a_checkpoint_alone_until_sigterm(tmp_path):
     infer = tmp_path / "infer.toml"
     infer.write_text(
         f'output_dir = "{tmp_path / "serve"}"\n[server]\nport = {port}\n'
-        f'[vllm]\nmodel = "{model}"\nmax_model_len = 256\n'
+        f'[vllm]\nmodel = "{model}"\nmax_model_len = 256\nenforce_eager = true\n'
     )
     server = subprocess.Popen(
         [str(BIN / "inference"), str(infer)],

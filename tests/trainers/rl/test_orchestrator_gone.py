@@ -9,10 +9,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+from helpers.processes import outcome_within
 
 from trainspec.config import load
 from trainspec.trainers.errors import RunError
@@ -50,20 +50,9 @@ def transport(run_dir: Path):
 
 
 def wait_in_thread(source: TransportRollouts, step: int) -> list:
-    """source.next(step) in a thread, joined for WAIT_S: [batch] or [the error it raised]."""
-    outcome: list = []
-
-    def wait() -> None:
-        try:
-            outcome.append(source.next(step, lambda: False))
-        except Exception as exc:  # noqa: BLE001 (what the wait raised is the result)
-            outcome.append(exc)
-
-    waiting = threading.Thread(target=wait, daemon=True)
-    waiting.start()
-    waiting.join(WAIT_S)
-    assert not waiting.is_alive(), "the trainer still waits for a batch that will not come"
-    return outcome
+    """source.next(step), bounded by WAIT_S: [batch] or [the error it raised]."""
+    call = lambda: source.next(step, lambda: False)  # noqa: E731
+    return [outcome_within(call, WAIT_S, "a batch that will not come")]
 
 
 def orchestrator(run_dir: Path, how: str) -> subprocess.Popen:

@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 
 from trainspec.trainers.ckpt import checkpointer as ckpt_module
 from trainspec.trainers.errors import SetupError, SetupErrors
+from trainspec.trainers.process.liveness import read_sign, trainer_sign
 from trainspec.trainers.rl.train import train
 from trainspec.trainers.wire.batch import RolloutBatch, Sample, pack_samples
 from trainspec.trainers.wire.broadcast import KEEP, READY, broadcast_dir, ready_steps
@@ -35,6 +36,12 @@ def test_fake_data_trains_and_publishes_marked_broadcasts(tmp_path):
     assert ready_steps(tmp_path) == list(range(6 - KEEP, 6))  # the newest KEEP, marked READY
     assert all((broadcast_dir(tmp_path, s) / READY).exists() for s in ready_steps(tmp_path))
     assert (broadcast_dir(tmp_path, 5) / "config.json").exists()
+    sign = read_sign(trainer_sign(tmp_path))  # for an orchestrator that waits on its weights
+    assert sign is not None and (sign["state"], sign["how"], sign["step"]) == (
+        "ended",
+        "finished",
+        5,
+    )
 
 
 def test_rollouts_are_trained_once_in_order_then_released(tmp_path):
@@ -69,6 +76,8 @@ def test_a_crash_and_resume_retrains_uncheckpointed_steps_exactly(tmp_path, monk
     monkeypatch.setattr(ckpt_module.Checkpointer, "save", save_or_crash)
     with pytest.raises(Crash):
         train(trainer_config(tmp_path / "crashed", ckpt__interval=2, max_steps=3))
+    sign = read_sign(trainer_sign(tmp_path / "crashed"))
+    assert sign is not None and sign["how"].startswith("failed: Crash: killed before"), sign
     monkeypatch.setattr(ckpt_module.Checkpointer, "save", real_save)
     # steps 2 and 3 were not covered by a checkpoint: their batches are still there
     held = sorted(p.name for p in (tmp_path / "crashed" / "rollouts").iterdir())

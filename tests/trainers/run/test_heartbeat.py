@@ -25,6 +25,13 @@ def wait_until(condition) -> None:
     raise AssertionError("the condition never came true")
 
 
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def heartbeat_cfg(url):
     return load("sft", [], {"heartbeat": {"url": url}}).config.heartbeat
 
@@ -91,9 +98,7 @@ def test_a_stalled_endpoint_never_blocks_a_step(server):
 
 
 def test_closed_port_is_counted_not_raised(caplog):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = closed_port()
     heartbeat = Heartbeat(heartbeat_cfg(f"http://127.0.0.1:{port}/ping"))
     heartbeat.beat(1)
     heartbeat.close(wait_s=WAIT_S)
@@ -114,6 +119,51 @@ def test_failures_warn_once_then_count(caplog):
         server.close()
     assert heartbeat.failures == 3
     assert caplog.text.count("heartbeat to") == 1
+
+
+def test_an_answer_whose_body_never_ends_holds_nothing_up():
+    """The endpoint answers 200 and then sends its body a byte at a time, forever: the beat is
+    done once the status is in (a body read to its end never would be)."""
+    stop = threading.Event()
+
+    class Trickle(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(1 << 40))
+            self.end_headers()
+            while not stop.is_set():
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                stop.wait(0.5)  # under the beat's timeout: each read gets a byte in time
+
+        def log_message(self, *args):
+            pass
+
+    httpd = HttpServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        heartbeat = Heartbeat(heartbeat_cfg(f"http://127.0.0.1:{httpd.server_address[1]}/"))
+        heartbeat.beat(1)
+        wait_until(lambda: heartbeat.sent == 1)
+        heartbeat.close(wait_s=WAIT_S)
+    finally:
+        stop.set()
+        httpd.shutdown()
+        httpd.server_close()
+    assert heartbeat.failures == 0
+
+
+def test_messages_never_show_the_urls_token(caplog):
+    port = closed_port()
+    heartbeat = Heartbeat(heartbeat_cfg(f"http://user:pw@127.0.0.1:{port}/ping/s3cret?k=t0ken"))
+    heartbeat.beat(1)
+    heartbeat.close(wait_s=WAIT_S)
+    assert heartbeat.failures == 1
+    assert f"heartbeat to http://127.0.0.1:{port}/… failed" in caplog.text
+    assert "s3cret" not in caplog.text and "t0ken" not in caplog.text and "pw@" not in caplog.text
+    with pytest.raises(SetupError) as info:
+        Heartbeat(heartbeat_cfg("uptime.example.com/ping/s3cret"))
+    assert "s3cret" not in info.value.problem
 
 
 def test_off_and_bad_urls():

@@ -42,7 +42,7 @@ def test_online_evals_sample_on_the_server_sft_starts_with_each_steps_weights(tm
         max_steps=2,
         eval=greedy,
         ckpt={"interval": 2},
-        inference={"server": {"port": free_port()}},
+        inference={"server": {"port": free_port()}, "vllm": {"enforce_eager": True}},
         **{
             "model.name": str(model),
             "model.debug.num_layers": None,  # served whole

@@ -11,6 +11,10 @@ sampler is told about each new directory (see sampling/openai_client.py). With
 `weight_broadcast.type = "nccl"` the server receives every step the trainer sends, in order,
 over NCCL (wire/broadcast_nccl.py, sampling/vllm_reload.py): the server's workers join the
 trainer's group once the trainer waits there, then each announced step is received.
+
+While it waits, the orchestrator watches the trainer's sign of life (process/liveness.py): a
+trainer that ended, or has shown no sign for liveness.STALE_S (killed, its node lost), publishes
+no more weights, and the wait ends with a RunError that says so instead of lasting forever.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 import torch
 
 from ..errors import RunError, SetupError
+from ..process.liveness import LifeWatch, trainer_sign
 from ..wire.broadcast import broadcast_dir, ready_steps
 from .sampling.inflight import InflightLimit
 from .sampling.local_sampler import LocalSampler
@@ -55,6 +60,7 @@ class Policy:
         self.sampler: Sampler | None = None  # set by the first weights (local) or here (server)
         self.nccl = config.weight_broadcast.type == "nccl"  # the server receives, over NCCL
         self._joined = False  # nccl: the server's workers are in the trainer's group
+        self.trainer = LifeWatch(trainer_sign(run_dir), name="the trainer")
         if config.sampler.type == "openai":
             from .sampling.openai_client import OpenAISampler
 
@@ -103,6 +109,7 @@ class Policy:
         limit = float(limit or FIRST_WEIGHTS_S)
         failing: tuple[int, float] | None = None  # a broadcast that does not load, since when
         while True:
+            gone = self.trainer.gone()  # read first: weights it sent before it went still load
             if self.nccl:
                 self._receive_pending()
             else:
@@ -111,6 +118,14 @@ class Policy:
                 return True
             if should_stop():
                 return False
+            if gone is not None and failing is None:  # failing: LOAD_RETRY_S bounds the retries
+                raise RunError(
+                    str(self.trainer.path),
+                    f"{gone}; its weights of step {max(0, min_step)} will not come",
+                    "start the trainer again with the same output_dir (its log says why it "
+                    "ended): it resumes from its last checkpoint; then start the orchestrator "
+                    "again, which goes on at the trainer's step",
+                )
             if first and time.monotonic() - started > limit:
                 raise SetupError(
                     "orchestrator.ckpt.wait_for_weights_timeout",

@@ -1,6 +1,7 @@
 """A process's sign of life in the shared run directory, for a peer that waits on it on this
 node or another: the orchestrator's, which the RL trainer checks while it waits for a batch and
-`rl` reads when the orchestrator ends first.
+`rl` reads when the orchestrator ends first; the trainer's, which the orchestrator checks while
+it waits for the trainer's weights.
 
     with LifeSign(path) as life:     # written now, rewritten every BEAT_S by a thread
         life.step = step             # the step it has reached, said in the next beat
@@ -149,3 +150,8 @@ class LifeWatch:
 def orchestrator_sign(run_dir: Path) -> Path:
     """Where the orchestrator of the run in `run_dir` keeps its sign of life."""
     return Path(run_dir) / "orchestrator" / "alive.json"
+
+
+def trainer_sign(run_dir: Path) -> Path:
+    """Where the RL trainer of the run in `run_dir` keeps its sign of life (its rank 0)."""
+    return Path(run_dir) / "trainer-alive.json"

@@ -13,7 +13,8 @@ Rollouts arrive from the orchestrator through the transport. While it waits for 
 trainer watches the orchestrator's sign of life in the run directory (process/liveness.py): an
 orchestrator that ended, or has shown no sign for liveness.STALE_S (killed, or on a node that
 was lost), sends no more batches, and the wait ends with a RunError that says so instead of
-lasting forever; so does one never seen alive for liveness.FIRST_S (never started).
+lasting forever; so does one never seen alive for liveness.FIRST_S (never started). The
+trainer leaves its own sign for the orchestrator, which waits on the trainer's weights.
 
 `[data.fake]` makes synthetic batches instead (for benchmarks, with no orchestrator):
 `batch_size` rows of model.seq_len random tokens, or, with `generate_samples`, random
@@ -23,6 +24,7 @@ batches depend only on (seed, step, rank), so a resumed run sees the same ones.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -35,7 +37,7 @@ from ..core.lm import IGNORE_INDEX, token_logprobs
 from ..core.world import World, all_reduce_max, all_reduce_sum, any_rank, close_world, init_world
 from ..errors import RunError
 from ..parts import Parts
-from ..process.liveness import LifeWatch, orchestrator_sign
+from ..process.liveness import LifeSign, LifeWatch, orchestrator_sign, trainer_sign
 from ..session import Session, start_run
 from ..wire.batch import RLMicroBatch, RolloutBatch, Sample, pack_samples
 from ..wire.trainer_broadcast import build_broadcast
@@ -105,6 +107,13 @@ def train(config) -> int:
     world = init_world(config.dist_timeout_seconds)
     run_dir = Path(config.output_dir)
     document = start_run(config, "rl", run_dir, world, setting="output_dir", clean=None)
+    # the orchestrator watches this while it waits for weights (rank 0 writes it for all)
+    sign = LifeSign(trainer_sign(run_dir)) if world.is_main else None
+    with sign or contextlib.nullcontext():
+        return train_steps(config, world, run_dir, document, sign)
+
+
+def train_steps(config, world: World, run_dir: Path, document, sign: LifeSign | None) -> int:
     check_rl_trainer(config, world.world_size, world.device.type)
     parts = Parts.build(config, "rl", world, run_dir, seed=0)
     loss_fn = build_loss(config.loss)
@@ -158,9 +167,13 @@ def train(config) -> int:
             "step_time_s": done - started,
             "wait_s": started - waited,
         }
+        if sign is not None:
+            sign.step = step
         if session.after_step(step, metrics):
             break
 
+    if sign is not None:
+        sign.finished = config.max_steps is not None and step >= config.max_steps
     session.end(step)
     source.close()
     close_world()

@@ -8,7 +8,9 @@ Each beat is an HTTP GET of `url`, sent by one background thread with a short ti
 slow or dead endpoint never holds up a step. Beats that arrive while a request is in flight
 collapse into one (the monitor only needs to hear that the trainer is alive). A failure is
 logged once as a warning and later ones are only counted (`failures`); nothing here ever raises
-into the training loop. A URL that is not http(s) is refused up front (SetupError).
+into the training loop. A URL that is not http(s) is refused up front (SetupError). The answer's
+status is all a beat reads (a body that never ends holds nothing up), and messages show the URL
+as scheme and host only: its path or query may be the monitor's token.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ class Heartbeat:
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise SetupError(
                     "heartbeat.url",
-                    f"{self.url!r} is not an http(s) URL",
+                    "the URL is not an http(s) URL (it starts "
+                    f"{self.url[: min(len(self.url) // 2, 12)]!r}…)",
                     'write the full URL, e.g. "https://uptime.example.com/ping/trainer-1"',
                 )
         self.timeout_s = timeout_s
@@ -78,8 +81,8 @@ class Heartbeat:
             url, method="GET", headers={"User-Agent": "trainspec-heartbeat"}
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                response.read()
+            with urllib.request.urlopen(request, timeout=self.timeout_s):
+                pass  # the status is the answer: the body is never read
         except Exception as exc:
             self._failed(exc)
             return
@@ -91,8 +94,8 @@ class Heartbeat:
             self._warned = True
             logger.warning(
                 "heartbeat to %s failed (%s); training goes on, later failures are only counted",
-                self.url,
-                exc,
+                shown_url(self.url or ""),
+                str(exc).replace(self.url or "", shown_url(self.url or "")),
             )
 
     def close(self, wait_s: float = 2.0) -> None:
@@ -112,3 +115,13 @@ class Heartbeat:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def shown_url(url: str) -> str:
+    """`url` as messages show it: scheme and host (a token in the user, path or query stays
+    out of logs)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host += f":{parts.port}"
+    return f"{parts.scheme}://{host}/…"

@@ -155,9 +155,7 @@ def refuse_another_run(
 
 def write_json(path: Path, document: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    partial.replace(path)
+    write_atomic(path, json.dumps(document, indent=2) + "\n")
 
 
 def write_resolved_config(config, run_dir: Path, kind: Kind) -> dict[str, Any]:
