@@ -69,10 +69,12 @@ def outcome_within(call: Callable[[], object], wait_s: float, waiting_for: str) 
     return outcome[0]
 
 
-def sigterm_while_the_server_starts(code: str, arg: Path, record: Path) -> tuple[int, bytes, int]:
+def signal_while_the_server_starts(
+    code: str, arg: Path, record: Path, sent: signal.Signals = signal.SIGTERM
+) -> tuple[int, bytes, int]:
     """Run `python -c code arg` with vLLM's command the stand-in's (PATCH_STAND_IN, run before
-    `code`), hanging (never ready); SIGTERM it once the server has started, and return its exit
-    code, its stderr and the server's pid."""
+    `code`), hanging (never ready); send it `sent` (SIGTERM; SIGINT is a Ctrl-C) once the
+    server has started, and return its exit code, its stderr and the server's pid."""
     env = {**os.environ, "STAND_IN_MODE": "hang", "STAND_IN_RECORD": str(record)}
     command = subprocess.Popen(
         [sys.executable, "-c", PATCH_STAND_IN + code, str(arg)], env=env, stderr=subprocess.PIPE
@@ -87,7 +89,7 @@ def sigterm_while_the_server_starts(code: str, arg: Path, record: Path) -> tuple
             _, err = command.communicate()
             raise AssertionError(f"the stand-in server never started; the command said:\n{err}")
         server = json.loads(record.read_text())["pid"]  # started, and never ready
-        command.send_signal(signal.SIGTERM)
+        command.send_signal(sent)
         _, err = command.communicate(timeout=120)
     finally:
         if command.poll() is None:

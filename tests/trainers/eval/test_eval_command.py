@@ -147,7 +147,7 @@ def test_sigterm_while_its_vllm_server_starts_stops_it_and_reaps_it(tmp_path):
     up): SIGTERM stops the server and eval, with no traceback and no scores."""
     import shutil
 
-    from helpers.processes import ended, sigterm_while_the_server_starts
+    from helpers.processes import ended, signal_while_the_server_starts
 
     from trainspec.trainers.builtin import builtin_model_dir
 
@@ -159,7 +159,7 @@ def test_sigterm_while_its_vllm_server_starts_stops_it_and_reaps_it(tmp_path):
     )
     path.write_text(f'output_dir = "{tmp_path / "out"}"\n' + path.read_text())
     code = "import sys; from trainspec.trainers.eval.main import main; sys.exit(main(sys.argv[1:]))"
-    returncode, err, server = sigterm_while_the_server_starts(code, path, tmp_path / "rec.json")
+    returncode, err, server = signal_while_the_server_starts(code, path, tmp_path / "rec.json")
     assert returncode == 128 + signal.SIGTERM, err
     assert b"evaluate: stopped by SIGTERM" in err and b"Traceback" not in err
     assert ended(server, 30)

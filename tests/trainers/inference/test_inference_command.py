@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers.ports import free_port
-from helpers.processes import ended, sigterm_while_the_server_starts, use_stand_in
+from helpers.processes import ended, signal_while_the_server_starts, use_stand_in
 
 from trainspec.trainers.inference.main import main
 
@@ -141,9 +141,7 @@ def test_sigterm_while_vllm_starts_stops_it_and_reaps_it(tmp_path):
         "import sys; from trainspec.trainers.inference.main import main; "
         "sys.exit(main(sys.argv[1:]))"
     )
-    returncode, err, server = sigterm_while_the_server_starts(
-        code, config, tmp_path / "record.json"
-    )
+    returncode, err, server = signal_while_the_server_starts(code, config, tmp_path / "record.json")
     assert returncode == 0, err
     assert b"stopped while vLLM was starting" in err and b"Traceback" not in err
     assert ended(server, 30)

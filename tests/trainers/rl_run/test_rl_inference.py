@@ -8,13 +8,14 @@ weight reloads included, are the real-engine tests'."""
 from __future__ import annotations
 
 import json
+import signal
 import stat
 import sys
 from pathlib import Path
 
 import pytest
 from helpers.ports import free_port
-from helpers.processes import STAND_IN, ended, sigterm_while_the_server_starts, use_stand_in
+from helpers.processes import STAND_IN, ended, signal_while_the_server_starts, use_stand_in
 from test_rl_command import write_config
 
 from trainspec.config import load
@@ -147,9 +148,10 @@ def with_model_dir(text: str) -> str:
     return text.replace('name = "builtin:tiny-qwen3"', f'name = "{MODEL_DIR}"', 1)
 
 
-def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in):
-    """SIGTERM to `rl` while it waits for vLLM to come up: rl ends, and the server (its own
-    session) is not left running."""
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "ctrl-c"])
+def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in, sent):
+    """SIGTERM or Ctrl-C to `rl` while it waits for vLLM to come up: rl ends, and the server (its
+    own session) is not left running."""
     path = write_config(tmp_path, max_steps=3)
     port = free_port()
     text = path.read_text().replace("[model]", f"[inference.server]\nport = {port}\n\n[model]")
@@ -159,7 +161,7 @@ def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in)
         "import sys; from trainspec.trainers.rl_run import main, refusals; "
         "refusals.has_gpu = lambda: True; sys.exit(main.main(sys.argv[1:]))"
     )
-    code, err, server = sigterm_while_the_server_starts(run, path, stand_in)
+    code, err, server = signal_while_the_server_starts(run, path, stand_in, sent)
     assert code == 1 and b"stopped while vLLM was starting" in err, err.decode()
     assert json.loads(stand_in.read_text())["argv"][:2] == ["--model", MODEL_DIR]
     assert ended(server), "the vLLM server was left running"

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 from pathlib import Path
 
 import pytest
 import torch
 from helpers.ports import free_port
-from helpers.processes import ended, sigterm_while_the_server_starts, use_stand_in
+from helpers.processes import ended, signal_while_the_server_starts, use_stand_in
 from helpers.sft_support import losses, metrics, run_dir
 
 from trainspec.config import load
@@ -176,9 +177,10 @@ def stand_in(tmp_path, monkeypatch) -> Path:
     return record
 
 
-def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in):
-    """SIGTERM to `sft` while it waits for the evals' vLLM server: sft ends saying so, and the
-    server (its own session) is not left running."""
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "ctrl-c"])
+def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in, sent):
+    """SIGTERM or Ctrl-C to `sft` while it waits for the evals' vLLM server: sft ends saying so,
+    and the server (its own session) is not left running."""
     from trainspec.config import dump_json
 
     settings = {
@@ -198,7 +200,7 @@ def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in)
         "eval_server.has_gpu = lambda: True; eval_server.visible_gpus = lambda: 1; "
         "sys.exit(main.launch(validate('sft', json.load(open(sys.argv[1]))).config))"
     )
-    code, err, server = sigterm_while_the_server_starts(run, resolved, stand_in)
+    code, err, server = signal_while_the_server_starts(run, resolved, stand_in, sent)
     assert code == 1 and b"stop signal came while the vLLM server was starting" in err, err
     assert ended(server), "the vLLM server was left running"
 

@@ -93,9 +93,10 @@ def start_eval_server(config, run_dir: Path) -> InferenceServer | None:
     gpus = plan.env.get("CUDA_VISIBLE_DEVICES")
     where = f"on GPU(s) {gpus}" if gpus is not None else "(its CPU build)"
     sys.stderr.write(f"sft: starting vLLM {where} for the online evals: {plan.log_path}\n")
-    server = InferenceServer(plan).start()
     stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # a stop while it comes up
+    server = InferenceServer(plan)
     try:
+        server.start()
         if not server.wait_ready(config.eval.client.wait_for_ready_timeout, stop):
             raise SetupError(
                 "inference",

@@ -28,8 +28,9 @@ The price is that training waits while the evals run (the reference overlaps the
 A model the process holds only in shards (several processes, or FSDP on a GPU) is gathered into
 `broadcasts/step_N/` (Hugging Face files, the RL trainer's FileSystemBroadcast; a collective)
 and rank 0 samples from a copy loaded from there (in place after the first). With
-`[inference]` on a GPU machine, `sft` starts vLLM before training (eval_server.py) and rank 0
-asks it to load each eval step's broadcast, then evaluates through it.
+`[inference]` (a GPU, or vLLM's CPU build installed), `sft` starts vLLM before training
+(eval_server.py) and rank 0 asks it to load each eval step's broadcast, then evaluates
+through it.
 
 Schedule, as the reference's: every source at the start unless `skip_first_step` or the run
 resumed (then only with `retrigger_on_resume`, at the resume step); a source at each step that
