@@ -109,13 +109,24 @@ def test_sbatch_values_are_words_with_the_job_log_path_at_their_lines(tmp_path):
         f'{path}:2:14: error: output_dir = "my runs" holds a space: with [slurm] it is part of '
         "the job log's path on the `#SBATCH --output=` line of the job script, which cannot be "
         "quoted\n"
-        "    fix: give output_dir a value without spaces or control characters\n"
+        "    fix: give output_dir a value without spaces, quotes or control characters\n"
         "    see: docs/reference/sft.md#output_dir\n"
         f'{path}:5:13: error: slurm.partition = "debug\\n#SBATCH --wrap=x" holds a newline: it '
         "becomes the one word of `#SBATCH --partition=`, a line of the job script that cannot "
         "be quoted\n"
-        "    fix: give slurm.partition as one word, without spaces or control characters\n"
+        "    fix: give slurm.partition as one word, without spaces, quotes or control characters\n"
         "    see: docs/reference/sft.md#slurm.partition\n"
+    ), report
+
+
+def test_a_quote_in_the_job_log_path_is_refused_at_its_line(tmp_path):
+    """sbatch reads quotes on its `#SBATCH` lines: a run name with one left open failed the
+    submission (`Unmatched` from sbatch, after the run directory was made)."""
+    path = write(tmp_path, 'max_steps = 3\n\n[run]\nname = "it\'s"\n\n[slurm]\n')
+    code, report = validate_config(path, "sft")
+    assert code == 1
+    assert report.startswith(
+        f"{path}:4:8: error: run.name = \"it's\" holds the quote ': with [slurm] it is part of "
     ), report
 
 

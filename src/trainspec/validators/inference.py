@@ -105,7 +105,7 @@ def slurm_values_are_words(cfg: InferenceRunConfig, ctx: RuleContext) -> None:
                 path,
                 f"= {show(value)} holds {what}: it goes on the job script's "
                 f"`{sbatch_option(path.rsplit('.', 1)[-1])}` line, which cannot be quoted",
-                "give it as one word, without spaces or control characters",
+                "give it as one word, without spaces, quotes or control characters",
             )
 
 

@@ -28,11 +28,15 @@ SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def unquotable(text: str) -> str | None:
-    """What in `text` one `#SBATCH` word cannot hold, in words: whitespace or a control
-    character; None when nothing."""
+    """What in `text` one `#SBATCH` word cannot hold, in words: whitespace, a control character
+    or a quote (sbatch reads quotes on those lines: one left open fails the submission); None
+    when nothing."""
     found = control_character(text)
     if found is not None:
         return found
+    quote = next((char for char in text if char in "'\""), None)
+    if quote is not None:
+        return f"the quote {quote}"
     space = next((char for char in text if char.isspace()), None)
     if space is None:
         return None
@@ -59,9 +63,9 @@ def _log_path_parts(cfg: Any) -> list[tuple[str, str]]:
 def sbatch_values_are_words(cfg: Any, ctx: RuleContext) -> None:
     """With [slurm], each value on the job script's #SBATCH lines is one word, unquoted.
 
-    No whitespace or control character in job_name, partition, nodelist, exclude, account,
-    time, or the parts of the job log's path (project_dir, output_dir, run.dir); no control
-    character in template_path, which a comment names."""
+    No whitespace, quote or control character in job_name, partition, nodelist, exclude,
+    account, time, or the parts of the job log's path (project_dir, output_dir, run.dir); no
+    control character in template_path, which a comment names."""
     slurm = cfg.slurm
     if slurm is None:
         return
@@ -75,7 +79,7 @@ def sbatch_values_are_words(cfg: Any, ctx: RuleContext) -> None:
                 f"slurm.{key}",
                 f"= {show(value)} {found}: it becomes the one word of `{sbatch_option(key)}`, a "
                 "line of the job script that cannot be quoted",
-                f"give slurm.{key} as one word, without spaces or control characters",
+                f"give slurm.{key} as one word, without spaces, quotes or control characters",
             )
     for path, part in _log_path_parts(cfg):
         what = unquotable(part)
@@ -84,7 +88,7 @@ def sbatch_values_are_words(cfg: Any, ctx: RuleContext) -> None:
                 path,
                 f"= {show(part)} holds {what}: with [slurm] it is part of the job log's path "
                 "on the `#SBATCH --output=` line of the job script, which cannot be quoted",
-                f"give {path} a value without spaces or control characters",
+                f"give {path} a value without spaces, quotes or control characters",
                 related=("slurm",),
             )
     template = slurm.template_path

@@ -114,6 +114,7 @@ class Submitted:
     run_dir: Path
     stdout: str
     stderr: str
+    script: Path  # the job script sbatch was given
 
 
 def run_command(cluster, command: str, *args: str) -> subprocess.CompletedProcess:
@@ -131,7 +132,7 @@ def submit(cluster, command: str, config: Path) -> Submitted:
     found = re.search(r"submitted job (\d+) \(sbatch (\S+)\)", result.stdout)
     assert found, result.stdout + result.stderr
     script = Path(found.group(2))
-    return Submitted(int(found.group(1)), script.parent, result.stdout, result.stderr)
+    return Submitted(int(found.group(1)), script.parent, result.stdout, result.stderr, script)
 
 
 def records(path: Path) -> list[dict]:

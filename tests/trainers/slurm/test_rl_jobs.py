@@ -42,8 +42,15 @@ def test_a_two_node_job_trains_on_one_node_samples_on_the_other_and_stops_on_sca
     slurm_cluster: LocalSlurm, tmp_path
 ):
     """`scancel --signal=TERM` (the processes are srun's tasks, test_cluster.py): the trainer
-    finishes its step and saves, the orchestrator stops, and the job COMPLETES."""
-    two_nodes = {"deployment": RL_TWO_NODES, "inference": {}, "max_steps": 100000}
+    finishes its step and saves, the orchestrator stops, and the job COMPLETES. An env value
+    that would run commands if the script held it unquoted runs none."""
+    pwned = tmp_path / "pwned"
+    two_nodes = {
+        "deployment": RL_TWO_NODES,
+        "inference": {},
+        "max_steps": 100000,
+        "env_vars": {"TRAINSPEC_QUOTED": f"$(touch${{IFS}}{pwned})`touch${{IFS}}{pwned}`'\" x"},
+    }
     job = submit(
         slurm_cluster, "rl", write_config(tmp_path, RL, two_nodes, {"project_dir": str(tmp_path)})
     )
@@ -67,6 +74,8 @@ def test_a_two_node_job_trains_on_one_node_samples_on_the_other_and_stops_on_sca
     assert records(job.run_dir / "orchestrator" / "metrics.jsonl")
     assert (job.run_dir / "checkpoints" / f"step_{trained[-1]}").is_dir(), logs(job.run_dir)
     assert "stop requested" in (latest / "trainer" / "node_1.log").read_text()
+    assert f"export 'TRAINSPEC_QUOTED=$(touch${{IFS}}{pwned})" in job.script.read_text()
+    assert not pwned.exists()  # the script ran, and the value was one word of it
 
 
 def test_a_failing_process_fails_the_job_and_stops_the_other_node(

@@ -75,6 +75,23 @@ def test_a_one_node_job_trains_saves_and_reads_the_project_setup(
     assert (project / "pre-run.txt").read_text() == f"pre-run saw dotenv-value in {project}\n"
 
 
+def test_a_run_name_that_would_run_commands_unquoted_is_one_word_of_the_job(
+    slurm_cluster: LocalSlurm, tmp_path
+):
+    """run.name holds no whitespace or quote (validation refuses them: the `#SBATCH --output=`
+    line cannot be quoted) but may hold `$( )` and backquotes: in the script they are one word,
+    and on the cluster the job trains in a directory of exactly that name and runs nothing
+    else."""
+    name = "r$(touch${IFS}pwned)`touch${IFS}pwned`x"  # in the job's directory, project_dir
+    config = write_config(tmp_path, SFT, {"run": {"name": name}}, {"project_dir": str(tmp_path)})
+    job = submit(slurm_cluster, "sft", config)
+    assert job.run_dir == tmp_path / "out" / name
+    result = slurm_cluster.wait(job.id, JOB_S)
+    assert result.ok, result.diagnosis + logs(job.run_dir)
+    assert steps(job.run_dir) == [1, 2, 3]
+    assert not list(tmp_path.rglob("pwned"))
+
+
 def test_a_two_node_job_meets_through_the_c10d_rendezvous_and_stops_on_scancel_signal_term(
     slurm_cluster: LocalSlurm, tmp_path
 ):

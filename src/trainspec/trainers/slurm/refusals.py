@@ -38,7 +38,7 @@ def slurm_refusals(slurm, run_dir: Path | None = None) -> list[SetupError]:
                 SetupError(
                     f"slurm.{key}",
                     f"= {value!r}: it becomes the one word of `{sbatch_option(key)}`",
-                    "give it as one word, without spaces or control characters",
+                    "give it as one word, without spaces, quotes or control characters",
                 )
             )
     what = None if run_dir is None else unquotable(str(run_dir))
@@ -49,7 +49,7 @@ def slurm_refusals(slurm, run_dir: Path | None = None) -> list[SetupError]:
                 f"the run directory {str(run_dir)!r} holds {what}: the job log's path in it goes "
                 "on the job script's `#SBATCH --output=` line, which cannot be quoted",
                 "run from, or set slurm.project_dir and output_dir to, a directory whose path "
-                "holds no spaces or control characters",
+                "holds no spaces, quotes or control characters",
             )
         )
     if slurm.template_path is not None and not Path(slurm.template_path).is_file():
