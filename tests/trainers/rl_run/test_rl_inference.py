@@ -135,8 +135,12 @@ def test_the_server_listens_on_loopback_unless_told(tmp_path, stand_in):
     """vLLM's dev mode (the weight-update route) runs any worker method it is asked: the
     server binds 127.0.0.1 unless inference.server.host says otherwise."""
     for host, bound in ((None, "127.0.0.1"), ("10.0.0.5", "10.0.0.5")):
-        argv = vllm_plan(rl_config({"inference.server.host": host}), tmp_path, on_gpu=True).argv
-        assert argv[argv.index("--host") + 1] == bound and argv.count("--host") == 1
+        plan = vllm_plan(rl_config({"inference.server.host": host}), tmp_path, on_gpu=True)
+        assert plan.argv[plan.argv.index("--host") + 1] == bound and plan.argv.count("--host") == 1
+        # beyond loopback, the start says who can reach the dev-mode routes
+        warned = [note for note in plan.notes if "dev-mode routes" in note]
+        assert warned == ([] if host is None else [warned[0]]), plan.notes
+        assert host is None or warned[0].startswith("vLLM listens on 10.0.0.5:")
 
 
 # A model directory (the built-in model's config and tokenizer) rather than the built-in name,

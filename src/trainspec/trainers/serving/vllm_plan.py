@@ -270,6 +270,12 @@ def server_plan(
     host = inference.server.host
     bind = host or LOOPBACK  # not every interface: dev mode runs any worker method it is asked
     port = inference.server.port
+    if not is_loopback(bind):
+        notes.append(
+            f"vLLM listens on {bind}:{port} with its dev-mode routes (weight reloads, worker "
+            "calls) open to anyone who reaches that port, as its /v1 routes are: keep the "
+            "port on a private network (docs/guides/security.md)"
+        )
     argv = [
         *vllm_command(), "--model", model,
         "--served-model-name", served_name,
@@ -293,3 +299,8 @@ def server_plan(
         argv, env, f"http://{client_host}:{port}/v1", served_name,
         run_dir / "logs" / "inference.log", notes,
     )  # fmt: skip
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a server bound to `host` is reached from this machine only."""
+    return host == "localhost" or host.startswith("127.") or host == "::1"
