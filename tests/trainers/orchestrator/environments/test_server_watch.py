@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 pytest.importorskip("verifiers", reason="the envs extra: pip install 'trainspec[envs]'")
 
 from helpers.ports import free_port  # noqa: E402
+from helpers.processes import outcome_within  # noqa: E402
 from test_verifiers_env import env, play  # noqa: E402
 
 from trainspec.config import load  # noqa: E402
@@ -40,30 +40,59 @@ def test_a_server_that_crashed_fails_the_step_naming_the_source_and_its_exit(
     ).config
     (source,) = config.train.source
     players = Players.of(config, tokenizer)
-    outcome: list = []
     try:
         address = players.serve(source, SOURCE, split="train", index=0)
         task = EnvTask.from_env(env(), f"{SOURCE}.env", players.get(), seed=0, address=address)
         assert play(task, policy, task.first(1))  # it plays while it lives
         (server,) = players.servers.servers
         os.killpg(server.process.pid, signal.SIGKILL)  # the server crashes, its pool with it
-
-        def again() -> None:
-            try:
-                outcome.append(play(task, policy, task.first(1)))
-            except BaseException as exc:  # noqa: BLE001 (what the step raised is the result)
-                outcome.append(exc)
-
-        playing = threading.Thread(target=again, daemon=True)
-        playing.start()
-        playing.join(WAIT_S)
-        assert not playing.is_alive(), "the orchestrator still waits on a dead server"
+        error = outcome_within(lambda: play(task, policy, task.first(1)), WAIT_S, "a dead server")
     finally:
         started = time.monotonic()
         players.close()
         assert time.monotonic() - started < WAIT_S
-    (error,) = outcome
     assert isinstance(error, RunError), error
     assert error.path == f"{SOURCE}.serve"
     assert address in error.problem and "killed by SIGKILL" in error.problem
     assert "relaunch" in error.fix
+
+
+def test_a_server_started_elsewhere_that_stops_answering_fails_the_step_naming_its_address(
+    tmp_path, tokenizer, policy, monkeypatch
+):
+    """A server at `serve.address` (not the orchestrator's child: only its health can be asked)
+    that hangs, stopped with SIGSTOP: alive, holding its port, answering nothing. Once it has
+    answered no health check for SILENT_S, the step fails naming the address."""
+    from trainspec.trainers.orchestrator.environments import server_watch
+
+    monkeypatch.setattr(server_watch, "HEALTH_S", 0.5)
+    monkeypatch.setattr(server_watch, "HEALTH_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(server_watch, "SILENT_S", 5.0)
+    config = load(
+        "orchestrator",
+        [],
+        {
+            "output_dir": str(tmp_path / "run"),
+            "env_server_base_port": free_port(),
+            "train.source": [{"env": env(), "serve": {"max_concurrent": 1}}],
+        },
+    ).config
+    (source,) = config.train.source
+    players = Players.of(config, tokenizer)
+    stopped = None
+    try:
+        address = players.serve(source, SOURCE, split="train", index=0)
+        players.get().exited.pop(address)  # as for a server started elsewhere: no process here
+        task = EnvTask.from_env(env(), f"{SOURCE}.env", players.get(), seed=0, address=address)
+        assert play(task, policy, task.first(1))  # it plays while it answers
+        (server,) = players.servers.servers
+        stopped = server.process.pid
+        os.killpg(stopped, signal.SIGSTOP)  # hung: its port open, nothing answered
+        error = outcome_within(lambda: play(task, policy, task.first(1)), WAIT_S, "a hung server")
+    finally:
+        if stopped is not None:
+            os.killpg(stopped, signal.SIGCONT)
+        players.close()
+    assert isinstance(error, RunError), error
+    assert address in error.problem and "has answered no health check" in error.problem
+    assert "start it again" in error.fix
