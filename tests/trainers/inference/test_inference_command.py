@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -102,7 +103,9 @@ def test_it_serves_a_completion_until_a_stop_signal(tmp_path, signum):
 def test_a_dry_run_writes_what_it_would_start(tmp_path, capsys):
     config = tiny(tmp_path, 8123)
     assert main([str(config), "--dry-run"]) == 0
-    plan = json.loads((tmp_path / "out" / "inference-launch.json").read_text())
+    written = tmp_path / "out" / "inference-launch.json"
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600  # the server's env_vars may be secrets
+    plan = json.loads(written.read_text())
     assert plan == {
         "engine": "model_server",
         "model": "builtin:tiny-qwen3",

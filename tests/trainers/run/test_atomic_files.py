@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import ast
 import errno
 import logging
 import os
 import stat
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +72,47 @@ def test_a_broken_record_before_others_is_refused_naming_its_line(tmp_path):
         read_records(path)
     assert caught.value.path == f"{path}:2"
     assert "not a whole JSON record (not a JSON object)" in caught.value.problem
+
+
+# Files that write in place because what they write is published whole by a rename above them:
+# a checkpoint's files go into a temporary step directory renamed once complete (ckpt/).
+PUBLISHED_BY_RENAME = {"ckpt/files.py", "ckpt/hf_export.py"}
+TRAINERS = Path(atomic_files.__file__).resolve().parents[1]
+
+
+def writes_in_place(source: str) -> list[int]:
+    """Lines of `source` that write a file in place: write_text / write_bytes, or open() in a
+    mode that truncates or creates ("w", "x"); appending ("a") is how records are kept."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = (
+            node.func.attr
+            if isinstance(node.func, ast.Attribute)
+            else getattr(node.func, "id", None)
+        )
+        if name in ("write_text", "write_bytes"):
+            found.append(node.lineno)
+        elif name == "open":  # open(path, mode) or path.open(mode)
+            at = 0 if isinstance(node.func, ast.Attribute) else 1
+            given = node.args[at : at + 1] + [k.value for k in node.keywords if k.arg == "mode"]
+            mode = given[0].value if given and isinstance(given[0], ast.Constant) else "r"
+            if isinstance(mode, str) and ("w" in mode or "x" in mode):
+                found.append(node.lineno)
+    return found
+
+
+def test_every_run_file_is_written_through_write_atomic():
+    """A crash mid-write tears a file written in place; every file a run writes goes through
+    write_atomic (or is appended to), and this keeps it so."""
+    offenders = []
+    for path in sorted(TRAINERS.rglob("*.py")):
+        where = path.relative_to(TRAINERS).as_posix()
+        if where in PUBLISHED_BY_RENAME or where == "run/atomic_files.py":
+            continue
+        offenders += [f"{where}:{line}" for line in writes_in_place(path.read_text())]
+    assert offenders == []
+    # the check can fail: each way of writing in place is found
+    planted = 'p.write_text("x")\nopen(p, "w")\np.open(mode="wb")\nopen("x.json")\np.open("a")\n'
+    assert writes_in_place(planted) == [1, 2, 3]

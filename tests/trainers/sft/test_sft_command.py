@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -144,6 +145,8 @@ def test_torchrun_matches_one_process(tmp_path):
         runs[n] = [json.loads(line)["loss"] for line in lines]
         assert _checkpoints(run) == [3]
     assert runs[2] == pytest.approx(runs[1], rel=1e-4)
+    launched = tmp_path / "n2" / "tiny" / "launch-config.json"  # what the workers read
+    assert stat.S_IMODE(launched.stat().st_mode) == 0o600  # env_vars, headers: secrets maybe
 
 
 def test_reference_renderer_section_is_accepted_and_a_custom_one_refused(tmp_path):

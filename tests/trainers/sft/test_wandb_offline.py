@@ -1,6 +1,6 @@
 """`[monitors.wandb]` with the real wandb (the `wandb` extra), offline: every step's metrics
 reach the run's W&B record log as they reach metrics.jsonl, and a resumed run continues the same
-W&B run."""
+W&B run; what W&B records of the config holds no secret."""
 
 from __future__ import annotations
 
@@ -60,9 +60,15 @@ def offline_runs(run: Path) -> list[Path]:
 
 def test_metrics_reach_wandb_offline_and_a_resume_continues_the_run(tmp_path):
     wandb_cfg = {"project": "trainspec-test", "offline": True}
-    config = tiny_config(tmp_path, max_steps=3, monitors__wandb=wandb_cfg, ckpt__interval=3)
+    secret = {"TRAINSPEC_TEST_TOKEN": "tok-s3cret-1234"}  # a TOKEN's value: W&B gets <redacted>
+    config = tiny_config(
+        tmp_path, max_steps=3, monitors__wandb=wandb_cfg, ckpt__interval=3, env_vars=secret
+    )
     assert train(config) == 0
     run = run_dir(config)
+    uploaded = [path for path in (run / "wandb").rglob("*") if path.is_file()]
+    assert any(b"TRAINSPEC_TEST_TOKEN" in path.read_bytes() for path in uploaded)  # the config
+    assert not [path for path in uploaded if b"tok-s3cret-1234" in path.read_bytes()]
     (first,) = offline_runs(run)
     (log,) = first.glob("run-*.wandb")
     logged = [(row["_step"], row["loss"]) for row in history(log)]

@@ -52,14 +52,18 @@ def bash(script: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_an_env_name_the_script_exports_runs_no_command(tmp_path):
-    """Past validation (which refuses the name at its line), the script still quotes it."""
+    """Past validation (which refuses the name at its line), the exports stay quoted; they live
+    in a file the script sources (its owner's alone), so the script holds no value."""
     good = "a b'$HOME\"`x`"
     changes = {"deployment": RL_TWO_NODES, "inference": {}, "env_vars": {"GOOD": good}}
     config = load("rl_run", [write_config(tmp_path, RL, changes, {})]).config
     config.env_vars[INJECTED] = "1"
-    _, text = job_script(config, rl_job(config, False), False)
+    job = rl_job(config, False)
+    _, text = job_script(config, job, False)
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
-    exports = [line for line in text.splitlines() if "GOOD" in line or "pwned" in line]
+    (env_file,) = [path for path in job.configs if path.name == "job.env"]
+    assert f"\n. {env_file} " in text and "GOOD" not in text and "pwned" not in text
+    exports = job.configs[env_file].splitlines()
     assert exports == [
         "export 'GOOD=a b'\"'\"'$HOME\"`x`'",  # one word, quoted
         f"export '{INJECTED}=1'",  # was: export A; touch pwned; B='1'

@@ -9,6 +9,8 @@ Every wait is polled with a generous limit (a busy 2-core machine); nothing asse
 
 from __future__ import annotations
 
+import stat
+
 from cluster import LocalSlurm
 from slurm_runs import (
     JOB_S,
@@ -74,7 +76,9 @@ def test_a_two_node_job_trains_on_one_node_samples_on_the_other_and_stops_on_sca
     assert records(job.run_dir / "orchestrator" / "metrics.jsonl")
     assert (job.run_dir / "checkpoints" / f"step_{trained[-1]}").is_dir(), logs(job.run_dir)
     assert "stop requested" in (latest / "trainer" / "node_1.log").read_text()
-    assert f"export 'TRAINSPEC_QUOTED=$(touch${{IFS}}{pwned})" in job.script.read_text()
+    env_file = job.run_dir / "configs" / "job.env"  # what the script sources: its owner's alone
+    assert f"export 'TRAINSPEC_QUOTED=$(touch${{IFS}}{pwned})" in env_file.read_text()
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     assert not pwned.exists()  # the script ran, and the value was one word of it
 
 

@@ -77,6 +77,8 @@ def test_every_bundled_template_renders_a_script_bash_accepts(
     assert out == f"sbatch {script}\n" and script.name == f"{command}.sbatch"
     bash_accepts(script)
     assert stat.S_IMODE(script.stat().st_mode) == 0o700  # it exports the run's env_vars
+    configs = sorted(script.parent.rglob("*.json"))  # what the job's processes read
+    assert configs and all(stat.S_IMODE(c.stat().st_mode) == 0o600 for c in configs), configs
     text = script.read_text()
     multi = nodes == "two"
     per_node = 4 if multi else 1 if command == "sft" else 2
@@ -106,6 +108,16 @@ def test_every_bundled_template_renders_a_script_bash_accepts(
         assert ("no vLLM here (no GPU)" in text) == (not has_gpus)
         orchestrator = json.loads(configs["orchestrator"].read_text())
         assert orchestrator["sampler"]["type"] == ("openai" if has_gpus else "local")
+        # vLLM's environment comes from a file of the run's (0600), not the script's text
+        env_file = script.parent / "configs" / "inference.env"
+        assert env_file.exists() == has_gpus and "VLLM_SERVER_DEV_MODE" not in text
+        if has_gpus:
+            assert f"inference-env {env_file} " in text
+            started = subprocess.run(  # the script's way of starting vLLM, with `env` for vLLM
+                ["bash", "-c", '. "$1" && shift && exec "$@"', "inference-env", env_file, "env"],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert "VLLM_SERVER_DEV_MODE=1" in started.stdout.splitlines(), started.stderr
 
 
 def test_an_unknown_partition_keeps_the_gpu_line_and_says_so(gpus, tmp_path, capsys):

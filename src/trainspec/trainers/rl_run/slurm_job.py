@@ -7,6 +7,7 @@ agent on the trainer nodes, the orchestrator on one node and vLLM on the inferen
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from trainspec.config import dump_json
@@ -74,6 +75,7 @@ def rl_multi_node_job(
             )
         )
     inference = None
+    configs_env: dict[Path, str] = {}  # environment files the job script sources (0600)
     if config.inference is not None and gpus:
         try:
             plan = vllm_plan(config, run_dir, on_gpu=True)  # only where the nodes have GPUs
@@ -83,7 +85,10 @@ def rl_multi_node_job(
             if bind_node:  # the node's own address, not loopback: the orchestrator may be
                 at = argv.index("--host")  # on another node (the script fills it in)
                 argv = argv[:at] + argv[at + 2 :]
-            inference = {"argv": argv, "env": dict(plan.env), "port": port, "bind_node": bind_node}
+            env_file = run_dir / "configs" / "inference.env"  # its env_vars may be secrets
+            configs_env[env_file] = exports(plan.env)
+            inference = {"argv": argv, "env_file": str(env_file), "port": port,
+                         "bind_node": bind_node}  # fmt: skip
             notes += [f"[inference]: {note}" for note in plan.notes]
         except SetupErrors as err:
             refusals += err.errors
@@ -99,6 +104,10 @@ def rl_multi_node_job(
     configs = {path: dump_json(getattr(config, side)) + "\n" for side, path in paths.items()}
     if orchestrator_node is None:
         del configs[paths["orchestrator"]]
+    env_file = run_dir / "configs" / "job.env"  # the run's env_vars: the script holds no value
+    if config.env_vars:
+        configs_env[env_file] = exports(config.env_vars)
+    configs |= configs_env
     logs = [f"trainer/node_<r>.log (nodes {infer_nodes}..{infer_nodes + dep.num_train_nodes - 1})"]
     if orchestrator_node is not None:
         logs.append(f"orchestrator.log (node {orchestrator_node})")
@@ -128,7 +137,7 @@ def rl_multi_node_job(
                 if not gpus
                 else "its [inference] settings were refused"
             ),
-            "env": dict(config.env_vars),
+            "env_file": str(env_file) if config.env_vars else None,
             "clean": clean,
         },
         configs=configs,
@@ -146,3 +155,8 @@ def submit_rl(config) -> int:
     except (SetupError, SetupErrors) as err:
         return cannot(config, "rl", err)
     return finish(config, job, gpus)
+
+
+def exports(env: dict[str, str]) -> str:
+    """`env` as lines of a file the job script sources: one quoted `export NAME=value` each."""
+    return "".join(f"export {shlex.quote(f'{name}={value}')}\n" for name, value in env.items())

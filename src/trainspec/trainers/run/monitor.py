@@ -24,12 +24,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import SetupError
+from .atomic_files import write_atomic
 from .redaction import redacted
 
 logger = logging.getLogger(__name__)
@@ -145,14 +145,10 @@ class Monitor:
                 path, dropped, step,
             )  # fmt: skip
             return
-        partial = path.with_name(f".{path.name}.partial")
         self._file.close()
         self._file = None
         try:
-            partial.write_text(
-                "".join(json.dumps(r, allow_nan=False) + "\n" for r in keep), encoding="utf-8"
-            )
-            os.replace(partial, path)
+            write_atomic(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in keep))
         finally:
             self._file = path.open("a", encoding="utf-8")
         logger.info(
@@ -215,7 +211,7 @@ class Monitor:
         new_id = getattr(self._wandb_run, "id", None)
         if new_id and new_id != run_id:
             try:
-                id_file.write_text(f"{new_id}\n", encoding="utf-8")
+                write_atomic(id_file, f"{new_id}\n")
             except OSError as exc:
                 logger.warning("cannot keep the W&B run id in %s: %s", id_file, exc)
 

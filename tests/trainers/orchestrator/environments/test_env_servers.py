@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import stat
 
 import pytest
 
@@ -44,7 +45,9 @@ def test_a_sized_serve_table_plays_on_a_server_started_for_the_source(
     finally:
         servers.close()
     assert address == f"tcp://127.0.0.1:{base}"
-    written = json.loads((tmp_path / "run" / "envs" / "eval" / "short.json").read_text())
+    spec = tmp_path / "run" / "envs" / "eval" / "short.json"
+    assert stat.S_IMODE(spec.stat().st_mode) == 0o600  # the env's settings may hold secrets
+    written = json.loads(spec.read_text())
     assert written["serve"]["pool"] == {"type": "static", "num_workers": 2}
     assert written["serve"]["max_concurrent"] == 2 and written["serve"]["address"] == address
     log = (tmp_path / "run" / "envs" / "eval" / "short.log").read_text()
