@@ -38,7 +38,7 @@ def one_torch_thread():
 # (--no-loadscope-reorder): these go out first, so the run ends on short files with both
 # workers busy, not on one long file with the other worker idle.
 LONGEST_FIRST = (
-    "tests/trainers/rl_run/test_rl_vllm.py",  # three `rl` runs, each starting its vLLM server
+    "tests/trainers/rl_run/test_rl_vllm.py",  # four `rl` runs, each starting its vLLM server
     "tests/trainers/sft/test_sft_command.py",
     "tests/trainers/rl_run/test_rl_command.py",
     "tests/trainers/serving/test_vllm_engine.py",

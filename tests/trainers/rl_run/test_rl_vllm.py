@@ -1,8 +1,9 @@
 """`rl` with `[inference]` on the real vLLM (its CPU build here, `make install`): the command a
 user runs starts the server, the orchestrator samples from it, and after every step the server
 reloads the trainer's weights, the served weight version following the trainer's steps. While
-the run goes on nothing it started listens beyond loopback; Ctrl-C while it trains leaves no
-vLLM process behind.
+the run goes on nothing it started listens beyond loopback; Ctrl-C while it trains, the server
+killed, or an error between the server's start and the orchestrator's leaves no vLLM process
+behind.
 
 Each test is one `rl` run, which starts its own server (what is tested is that it starts and
 stops it): 20 to 40 s on two busy cores with `enforce_eager` (no compile warm-up), on a tiny
@@ -204,5 +205,33 @@ def test_a_server_killed_mid_run_stops_the_run_saying_so_and_leaves_no_process(t
         raise
     assert process.returncode == 1, err
     assert "the vLLM server exited with code -9" in err
+    left = [pid for pid in tree if _alive(pid)]
+    assert not left, f"left running: {[_cmdline(pid) for pid in left]}\n{err}"
+
+
+def test_an_error_after_vllm_is_ready_stops_it(tmp_path):
+    """The run fails between vLLM's start and the orchestrator's (here: its config cannot be
+    written, a directory holds the name): rl says why in one message and leaves no vLLM
+    process behind."""
+    config = write_run(tmp_path, max_steps=3)
+    (tmp_path / "run" / "rl-orchestrator.json").mkdir(parents=True)
+    process = subprocess.Popen(
+        [str(BIN / "rl"), str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    tree: set[int] = set()
+    deadline = time.monotonic() + RUN_S
+    while process.poll() is None and time.monotonic() < deadline:
+        tree |= descendants(process.pid)  # every process it started, while they run
+        time.sleep(0.5)
+    if process.poll() is None:
+        process.kill()
+    _, err = process.communicate()
+    assert "vLLM serves" in err, err  # it failed after the server was ready
+    assert process.returncode == 1 and "Traceback" not in err, err
+    assert "rl-orchestrator.json" in err, err
     left = [pid for pid in tree if _alive(pid)]
     assert not left, f"left running: {[_cmdline(pid) for pid in left]}\n{err}"

@@ -154,6 +154,9 @@ def launch(config) -> int:
         code = supervise(
             children[1], children[0], stop, server, max_steps=config.max_steps, run_dir=run_dir
         )
+    except SetupError as err:  # after the server's start: said, and the finally stops it
+        sys.stderr.write(f"rl: cannot start\n{err.render()}\n")
+        return 1
     except KeyboardInterrupt:  # a second Ctrl-C (process/signals.py): no more waiting
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # what follows is bounded: let it reap
         say("a second Ctrl-C: killing what rl started, and every process under it, now (the "
@@ -178,7 +181,15 @@ def write_configs(config, run_dir: Path) -> dict[str, Path]:
     paths = {}
     for side in ("trainer", "orchestrator"):
         paths[side] = run_dir / f"rl-{side}.json"
-        write_atomic(paths[side], dump_json(getattr(config, side)) + "\n", private=True)
+        try:
+            write_atomic(paths[side], dump_json(getattr(config, side)) + "\n", private=True)
+        except OSError as exc:
+            raise SetupError(
+                "output_dir",
+                f"cannot write {paths[side]}: {exc.strerror or exc}",
+                "make room on the run directory's disk, or fix what is in the way there (its "
+                "permissions, or a directory at that name), and run again",
+            ) from None
     return paths
 
 
