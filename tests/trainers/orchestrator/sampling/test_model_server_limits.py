@@ -14,6 +14,8 @@ import json
 import logging
 import shutil
 import socket
+import threading
+import time
 
 import httpx
 import pytest
@@ -103,6 +105,40 @@ def test_a_silent_client_is_dropped_and_the_others_are_served(server, partial):
         sock.sendall(partial)
         assert httpx.get(url(server, "/health"), timeout=CLIENT_S).status_code == 200
         assert sock.recv(1024) == b""  # the server closed it, unanswered
+
+
+def test_connections_past_the_cap_are_answered_503_and_the_server_goes_on(monkeypatch):
+    """Clients that connect and say nothing hold a thread each until their timeout: past
+    max_connections the next is answered 503 at once (no thread), and once one is gone a
+    request is served again."""
+    from trainspec.trainers.orchestrator.sampling.http_server import HttpServer, JsonHandler
+
+    class Health(JsonHandler):
+        def do_GET(self) -> None:
+            self.answer(lambda: {"ok": True})
+
+    monkeypatch.setattr(HttpServer, "max_connections", 3)
+    httpd = HttpServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    port = httpd.server_address[1]
+    # accepted in the order they connect: the three held ones first, each on its thread
+    held = [socket.create_connection(("127.0.0.1", port), timeout=CLIENT_S) for _ in range(3)]
+    try:
+        busy = httpx.get(f"http://127.0.0.1:{port}/", timeout=CLIENT_S)
+        assert busy.status_code == 503 and "retry" in busy.json()["error"]["message"]
+        held.pop().close()
+        deadline = time.monotonic() + CLIENT_S
+        while (
+            answer := httpx.get(f"http://127.0.0.1:{port}/", timeout=CLIENT_S)
+        ).status_code == 503:
+            assert time.monotonic() < deadline, "the freed slot was never taken again"
+            time.sleep(0.1)
+        assert answer.json() == {"ok": True}
+    finally:
+        for sock in held:
+            sock.close()
+        httpd.shutdown()
+        httpd.server_close()
 
 
 @pytest.mark.parametrize(

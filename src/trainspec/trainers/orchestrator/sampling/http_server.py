@@ -17,9 +17,11 @@ exception's type and message; the traceback goes to the server's log, not the cl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
+import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,15 +30,46 @@ from ...errors import SetupError
 
 log = logging.getLogger("trainspec.model_server")
 BYTE_COUNT = re.compile(r"[0-9]{1,20}")
+_BUSY_BODY = b'{"error": {"message": "this server serves as many connections as it can: retry"}}'
+BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n"
+    + _BUSY_BODY
+)  # fmt: skip
 
 
 class HttpServer(ThreadingHTTPServer):
     """http.server's threading server with a listen backlog for a sampler's burst: the
     orchestrator sends one request per prompt at once (up to its in-flight cap), and the
-    standard backlog of 5 has the kernel reset the connections that overflow it."""
+    standard backlog of 5 has the kernel reset the connections that overflow it. At most
+    `max_connections` are served at once (a thread each): one past that is answered 503 and
+    closed, so that clients cannot have it start threads without end."""
 
     request_queue_size = 1024
     daemon_threads = True
+    max_connections = 1024
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):  # a client gone already: nothing to tell it
+                request.sendall(BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()  # no thread took it
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class RequestError(Exception):
