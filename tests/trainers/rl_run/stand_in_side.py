@@ -1,7 +1,8 @@
 """A stand-in for one side of an `rl` run, for what the real sides cannot be made to do on
 demand: hang in a step and ignore SIGTERM, or end early with exit code 0. The tests start `rl`
 with its CHILD (rl_run/main.py: what it runs as `CHILD trainer PATH` and `CHILD orchestrator
-PATH`, the trainer under torchrun when deployment.num_train_gpus > 1) set to this file.
+PATH`; `CHILD trainer PATH N` when deployment.num_train_gpus = N > 1, which is torchrun's agent
+here as in child.py, its workers this file again) set to this file.
 
 Each process writes its pid to $STAND_IN_DIR/<side>-<pid>, then does what $STAND_IN_<SIDE>
 says:
@@ -24,6 +25,12 @@ from pathlib import Path
 
 def main() -> int:
     side = sys.argv[1]
+    if side == "trainer" and sys.argv[3:] and "LOCAL_RANK" not in os.environ:
+        # `CHILD trainer PATH N`: torchrun's agent, as child.py runs it, its N workers this file
+        from trainspec.trainers.process.workers import launch_workers, one_node_launch
+
+        worker = [__file__, "trainer", sys.argv[2]]
+        return launch_workers("rl-trainer", one_node_launch(int(sys.argv[3]), "x"), worker, None)
     here = Path(os.environ["STAND_IN_DIR"])
     (here / f"{side}-{os.getpid()}").write_text("")
     mode = os.environ[f"STAND_IN_{side.upper()}"]

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.listeners import LOOPBACK, watch_listeners
 
 BIN = Path(sys.executable).parent
 WAIT_S = 300
@@ -132,6 +133,25 @@ def test_a_short_seeded_run_raises_the_mean_reward(tmp_path):
     assert (run_dir / "rl.png").stat().st_size > 0
     assert records(run_dir / "orchestrator" / "metrics.jsonl")  # the orchestrator's own log
     assert "Traceback" not in result.stderr
+
+
+def test_two_trainer_processes_on_one_node_listen_on_loopback_only(tmp_path):
+    """A single-node run with two trainer processes: torchrun's agent (in the trainer's
+    process) and its workers, the orchestrator, the transport: nothing listens beyond
+    loopback (torch's own stores bind every interface unless given a socket:
+    process/loopback_rendezvous.py); and the two train."""
+    log = tmp_path / "rl.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [str(BIN / "rl"), str(write_config(tmp_path, max_steps=3)),
+             "--deployment.num_train_gpus", "2"],
+            stdout=subprocess.DEVNULL, stderr=stderr,
+        )  # fmt: skip
+        seen = watch_listeners(process, WAIT_S)
+    assert process.wait() == 0, log.read_text()[-3000:]
+    assert seen, "nothing listened: the check could not fail"
+    assert all(address.startswith(LOOPBACK) for address in seen), seen
+    assert [r["step"] for r in records(tmp_path / "run" / "metrics.jsonl")] == [1, 2, 3]
 
 
 def test_after_a_crash_the_same_command_resumes_and_sigterm_stops_it_with_a_checkpoint(tmp_path):

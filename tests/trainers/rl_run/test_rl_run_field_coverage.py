@@ -245,8 +245,8 @@ def test_the_dry_runs_show_what_they_read(launcher):
     _, plans = launcher
     assert plans["env"]["env"] == {"TRAINSPEC_X": "1"} and plans["bare"]["env"] == {}
     assert plans["env"]["clean"] == [] and plans["bare"]["clean"]  # clean defaults to true
-    assert "--nproc-per-node=2" in plans["env"]["trainer"]
-    assert not any("nproc" in part for part in plans["bare"]["trainer"])
+    assert plans["env"]["trainer"][-3:] == ["trainer", plans["env"]["trainer"][-2], "2"]
+    assert plans["bare"]["trainer"][-2] == "trainer"  # one process: no count
     for name in ("slurm", "slurm_multi"):  # every [slurm] setting shows in the script
         for line in ("--job-name=j", "--partition=gpu", "--nodelist=n1", "--exclude=n2",
                      "--account=a", "--time=1:00:00", "\necho pre-run\n", "\ncd /p\n"):  # fmt: skip

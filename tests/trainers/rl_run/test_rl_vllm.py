@@ -16,13 +16,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.listeners import LOOPBACK, descendants, watch_listeners
 from helpers.ports import free_port
 from test_rl_command import BIN, TINY_RUN, records
 
@@ -64,68 +64,12 @@ def write_run(tmp_path: Path, max_steps: int) -> Path:
     return path
 
 
-def descendants(root: int) -> set[int]:
-    """`root` and every process below it, vLLM's own session included (by parent pid)."""
-    parents: dict[int, int] = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path("/proc", entry, "stat").read_text()
-        except OSError:
-            continue
-        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent]
-        found.update(children)
-        frontier += children
-    return found
-
-
-def listening(pids: set[int]) -> set[str]:
-    """The addresses the processes `pids` listen on (TCP, IPv4 and IPv6), as "addr:port"."""
-    inodes: set[str] = set()
-    for pid in pids:
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-        except OSError:
-            continue
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
-                address, port = fields[1].split(":")
-                found.add(f"{_address(address)}:{int(port, 16)}")
-    return found
-
-
-def _address(hex_address: str) -> str:
-    raw = bytes.fromhex(hex_address)
-    if len(raw) == 4:
-        return socket.inet_ntop(socket.AF_INET, raw[::-1])
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
-    return socket.inet_ntop(socket.AF_INET6, words)
-
-
-LOOPBACK = ("127.0.0.1:", "::1:", "::ffff:127.0.0.1:")
-
-
 def test_rl_samples_from_vllm_and_the_served_weights_follow_the_trainer(tmp_path):
     config = write_run(tmp_path, max_steps=3)
     process = subprocess.Popen(
         [str(BIN / "rl"), str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    seen: set[str] = set()
-    deadline = time.monotonic() + RUN_S
-    while process.poll() is None and time.monotonic() < deadline:
-        seen |= listening(descendants(process.pid))
-        time.sleep(1)
-    if process.poll() is None:
-        process.kill()
+    seen = watch_listeners(process, RUN_S)
     out, err = process.communicate()
     run = tmp_path / "run"
     log = (run / "logs" / "inference.log").read_text()

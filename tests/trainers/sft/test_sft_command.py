@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.listeners import LOOPBACK, watch_listeners
 from helpers.sft_support import SFT, TINY, flags, sft_in_process, sft_process
 
 WAIT = 240  # seconds; generous for a busy 2-core machine
@@ -147,6 +148,23 @@ def test_torchrun_matches_one_process(tmp_path):
     assert runs[2] == pytest.approx(runs[1], rel=1e-4)
     launched = tmp_path / "n2" / "tiny" / "launch-config.json"  # what the workers read
     assert stat.S_IMODE(launched.stat().st_mode) == 0o600  # env_vars, headers: secrets maybe
+
+
+def test_two_processes_on_one_node_listen_on_loopback_only(tmp_path):
+    """torch's rendezvous stores bind every interface unless given a socket: `sft` on two
+    processes of one node has its agent and its workers listen on 127.0.0.1 alone
+    (process/loopback_rendezvous.py)."""
+    settings = {**TINY, "max_steps": 6, "output_dir": str(tmp_path / "out")}
+    log = tmp_path / "sft.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [SFT, *flags(settings), "--deployment.num-train-gpus", "2"],
+            stdout=subprocess.DEVNULL, stderr=stderr,
+        )  # fmt: skip
+        seen = watch_listeners(process, WAIT * 2)
+    assert process.wait() == 0, log.read_text()[-3000:]
+    assert seen, "nothing listened: the check could not fail"
+    assert all(address.startswith(LOOPBACK) for address in seen), seen
 
 
 def test_reference_renderer_section_is_accepted_and_a_custom_one_refused(tmp_path):

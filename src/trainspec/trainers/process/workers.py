@@ -1,11 +1,18 @@
-"""torchrun's launcher in the command's own process, shared by `sft` and the trainer nodes of
-an `rl` SLURM job: a failed worker is one line, not a traceback, and a stop signal the
-workers honour (control.stop_signal, or SIGINT) ends the command with 0 once they saved."""
+"""torchrun's launcher in the command's own process, shared by `sft`, `rl`'s trainer on one node
+and the trainer nodes of an `rl` SLURM job: a failed worker is one line, not a traceback, and a
+stop signal the workers honour (control.stop_signal, or SIGINT) ends the command with 0 once
+they saved. A one-node launch listens on loopback only (loopback_rendezvous.py).
+
+    launch_workers("sft", one_node_launch(2, "run"), ["-m", "pkg.worker", "cfg.json"], control)
+"""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Sequence
+
+from .loopback_rendezvous import loopback_rendezvous, one_node_settings
 
 
 def launch_workers(command: str, settings, worker: Sequence[str], control) -> int:
@@ -15,8 +22,10 @@ def launch_workers(command: str, settings, worker: Sequence[str], control) -> in
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
+    local = settings.max_nodes == 1
     try:
-        elastic_launch(settings, sys.executable)(*worker)
+        with loopback_rendezvous() if local else contextlib.nullcontext():
+            elastic_launch(settings, sys.executable)(*worker)
     except ChildFailedError as err:
         rank, failure = err.get_first_failure()
         sys.stderr.write(
@@ -33,3 +42,14 @@ def launch_workers(command: str, settings, worker: Sequence[str], control) -> in
         sys.stderr.write(f"{command}: stopped by {err.sigval.name}\n")
         return 128 + int(err.sigval)
     return 0
+
+
+def one_node_launch(processes: int, run_id: str):
+    """torchrun's settings for `processes` workers on this node alone, on loopback."""
+    from torch.distributed.launcher.api import LaunchConfig
+
+    return LaunchConfig(
+        min_nodes=1, max_nodes=1, nproc_per_node=processes, run_id=run_id,
+        rdzv_backend="c10d", rdzv_configs={"is_host": True}, max_restarts=0,
+        monitor_interval=0.5, **one_node_settings(),
+    )  # fmt: skip

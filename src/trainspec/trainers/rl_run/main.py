@@ -58,20 +58,10 @@ CHILD = ("-m", "trainspec.trainers.rl_run.child")
 
 
 def trainer_command(config, path: Path) -> list[str]:
+    """The trainer side: one process, or (deployment.num_train_gpus > 1) torchrun's agent and
+    its workers, started by the same command (child.py)."""
     processes = config.deployment.num_train_gpus
-    if processes == 1:
-        return [sys.executable, *CHILD, "trainer", str(path)]
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc-per-node={processes}",
-        "--rdzv-backend=c10d",
-        "--rdzv-endpoint=localhost:0",
-        *CHILD,
-        "trainer",
-        str(path),
-    ]
+    return [sys.executable, *CHILD, "trainer", str(path), *([str(processes)] * (processes > 1))]
 
 
 def trainer_devices(config) -> dict[str, str]:

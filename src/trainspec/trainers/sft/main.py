@@ -37,13 +37,16 @@ def apply_env(env_vars) -> None:
 
 
 def launch_config(config):
-    """torchrun's settings: one node stands alone; several meet at MASTER_ADDR (c10d)."""
+    """torchrun's settings: one node stands alone, on loopback; several meet at MASTER_ADDR
+    (c10d)."""
     from torch.distributed.launcher.api import LaunchConfig
 
+    from ..process.workers import one_node_launch
+
     nodes, per_node = processes(config.deployment)
-    endpoint = "localhost:0"
-    if nodes > 1:
-        endpoint = f"{os.environ['MASTER_ADDR']}:{os.environ.get('MASTER_PORT', '29500')}"
+    if nodes == 1:
+        return one_node_launch(per_node, config.run.name)
+    endpoint = f"{os.environ['MASTER_ADDR']}:{os.environ.get('MASTER_PORT', '29500')}"
     return LaunchConfig(
         min_nodes=nodes,
         max_nodes=nodes,
