@@ -4,8 +4,9 @@
     rl-trainer trainer.toml --output-dir outputs/run1  # rollouts from a running orchestrator
     torchrun --nproc-per-node 2 -m trainspec.trainers.rl.main trainer.toml
 
-One process trains here; under torchrun every worker runs this same command (`rl` starts the
-trainer that way when deployment.num_train_gpus > 1).
+One process trains here; under torchrun every worker runs this same command (`rl`, with
+deployment.num_train_gpus > 1, runs torchrun's agent in its trainer process, on loopback:
+rl_run/child.py, process/workers.py).
 """
 
 from __future__ import annotations
