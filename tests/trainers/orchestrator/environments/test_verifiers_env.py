@@ -150,6 +150,42 @@ def test_when_every_episode_fails_the_step_stops_with_the_first_error(tokenizer,
     assert caught.value.path == PATH and "every episode failed (2)" in str(caught.value)
 
 
+HANGING_TASKSET = """
+import asyncio
+import verifiers.v1 as vf
+
+
+class HangingTask(vf.Task[vf.TaskData]):
+    async def setup(self, trace, runtime):
+        await asyncio.sleep(3600)  # a harness that never comes back
+
+
+class HangingTaskset(vf.Taskset[HangingTask, vf.TasksetConfig]):
+    def load(self):
+        yield HangingTask(vf.TaskData(prompt="one"), self.config.task)
+
+
+__all__ = ["HangingTaskset"]
+"""
+
+
+def test_an_episode_past_its_deadline_fails_and_a_step_of_only_those_stops(
+    policy, player, tmp_path, monkeypatch
+):
+    """env.timeout.episode bounds an episode that is alive but never ends: verifiers ends it
+    at the deadline, trainspec leaves it out, and a step whose every episode ran out stops
+    naming the deadline's setting (not a wait without end)."""
+    from helpers.processes import outcome_within
+
+    (tmp_path / "hanging_tasks.py").write_text(HANGING_TASKSET)
+    monkeypatch.chdir(tmp_path)
+    table = {"taskset": {"id": "hanging_tasks.py"}, "agent": AGENT, "timeout": {"episode": 2}}
+    task = EnvTask.from_env(table, PATH, player, seed=0)
+    error = outcome_within(lambda: play(task, policy, task.first(1), n=2), 240, "a hung episode")
+    assert isinstance(error, SetupError) and "every episode failed (2)" in str(error), error
+    assert "2s deadline (--env.timeout.episode)" in str(error)
+
+
 def test_an_environment_source_refuses_opsd_naming_the_algo(tokenizer, player):
     from trainspec.config import load
     from trainspec.trainers.orchestrator.environments.players import Players
