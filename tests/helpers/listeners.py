@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-LOOPBACK = ("127.0.0.1:", "::1:", "::ffff:127.0.0.1:")
+LOOPBACK = ("127.", "::1:", "::ffff:127.")  # 127.0.0.0/8 (127.0.1.1 on Debian too), ::1
 
 
 def descendants(root: int) -> set[int]:

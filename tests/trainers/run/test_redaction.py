@@ -10,13 +10,13 @@ from trainspec.config import load
 from trainspec.trainers.run.redaction import REDACTED, redacted
 from trainspec.trainers.run.run_dir import write_resolved_config
 
-SECRETS = ("hf_abc123", "Bearer xyz", "s3cret", "pa55")
+SECRETS = ("hf_abc123", "Bearer xyz", "s3cret", "pa55", "uu1d")
 
 
 def secret_config():
     return load("sft", [], {
         "env_vars": {"HF_TOKEN": "hf_abc123", "NCCL_DEBUG": "INFO"},
-        "heartbeat": {"url": "https://user:pa55@hb.example/ping?token=s3cret"},
+        "heartbeat": {"url": "https://user:pa55@hb.example/ping/uu1d?token=s3cret"},
         "eval": {"source": [{"env": {"taskset": {"id": "builtin:reverse-text"}}}]},
         "eval.client.headers": {"Authorization": "Bearer xyz"},
         "eval.client.api_key_var": "MY_KEY",
@@ -28,7 +28,8 @@ def test_headers_secret_env_values_and_url_secrets_are_taken_out_and_the_rest_st
     assert document["env_vars"] == {"HF_TOKEN": REDACTED, "NCCL_DEBUG": "INFO"}
     assert document["eval"]["client"]["headers"] == {"Authorization": REDACTED}
     assert document["eval"]["client"]["api_key_var"] == "MY_KEY"  # names a variable: no secret
-    assert document["heartbeat"]["url"] == "https://user:redacted@hb.example/ping?redacted"
+    # the ping URL's path too (hc-ping.com/<uuid>); other URLs keep theirs
+    assert document["heartbeat"]["url"] == "https://user:redacted@hb.example/redacted?redacted"
     assert redacted({"base_url": "http://127.0.0.1:8000/v1"}) == {
         "base_url": "http://127.0.0.1:8000/v1"
     }

@@ -102,3 +102,26 @@ def test_a_failing_process_fails_the_job_and_stops_the_other_node(
     assert "node 0: orchestrator exited with code 1" in job_log, job_log
     assert "node 1: trainer exited" in job_log, job_log  # stopped, not left waiting
     assert steps(job.run_dir) == []
+
+
+def test_an_env_name_past_validation_runs_no_command_in_the_job(
+    slurm_cluster: LocalSlurm, tmp_path
+):
+    """Validation refuses an env name that is no shell name (tests/validators); past it (a
+    config changed in code), the job the cluster runs still executes nothing the name holds.
+    Before the fix the script's `export A; touch ...; B='1'` ran the `touch`."""
+    from trainspec.config import load
+    from trainspec.trainers.rl_run.slurm_job import rl_job
+    from trainspec.trainers.slurm.submit import job_script, write_files
+
+    pwned = tmp_path / "pwned"
+    changes = {"deployment": RL_TWO_NODES, "inference": {}, "max_steps": 1}
+    config = write_config(tmp_path, RL, changes, {"project_dir": str(tmp_path)})
+    resolved = load("rl_run", [config]).config
+    resolved.env_vars[f"A; touch {pwned}; B"] = "1"
+    job = rl_job(resolved, False)
+    script, text = job_script(resolved, job, False)
+    write_files(job, script, text)
+    result = slurm_cluster.wait(slurm_cluster.submit(script), JOB_S)
+    assert result.stdout.exists(), result.diagnosis  # the job ran its script
+    assert not pwned.exists(), result.stdout.read_text()

@@ -77,7 +77,7 @@ def test_every_bundled_template_renders_a_script_bash_accepts(
     assert out == f"sbatch {script}\n" and script.name == f"{command}.sbatch"
     bash_accepts(script)
     assert stat.S_IMODE(script.stat().st_mode) == 0o700  # it exports the run's env_vars
-    configs = sorted(script.parent.rglob("*.json"))  # what the job's processes read
+    configs = sorted([*script.parent.rglob("*.json"), *script.parent.rglob("*.env")])
     assert configs and all(stat.S_IMODE(c.stat().st_mode) == 0o600 for c in configs), configs
     text = script.read_text()
     multi = nodes == "two"

@@ -47,6 +47,9 @@ def init_world(dist_timeout_seconds: int) -> World:
     if not dist.is_initialized():
         timeout = timedelta(seconds=dist_timeout_seconds)
         if world_size == 1 and "MASTER_ADDR" not in os.environ:
+            # a group of one talks to no one: its gloo device listens on loopback rather than
+            # on the address the host name resolves to (the node's, on a cluster)
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
             store = dist.HashStore()
             dist.init_process_group(
                 world.backend, store=store, rank=0, world_size=1, timeout=timeout

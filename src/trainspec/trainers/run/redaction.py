@@ -8,7 +8,9 @@ read (the run directory on a shared filesystem) or upload (W&B). In the copy:
 * every value of a `headers` table (an Authorization header, an API key) is "<redacted>";
 * a value of `env_vars` (any table of that name) whose name looks secret (KEY, TOKEN, SECRET,
   PASSWORD, AUTH, CREDENTIAL, COOKIE, SESSION in any case) is "<redacted>";
-* a URL's password and query string (a heartbeat URL with `?token=...`) become "redacted".
+* a URL's password and query string (a heartbeat URL with `?token=...`) become "redacted";
+* so does the path of a monitor's ping URL (`heartbeat.url`: https://hc-ping.com/<uuid> puts
+  its secret there).
 
 Settings that name a variable instead (`api_key_var`, `headers_from_env`) hold no secret and
 stay: they are the way to keep one out of the config. The launch files the processes read
@@ -37,6 +39,8 @@ def redacted(document: Any) -> Any:
     for key, value in document.items():
         if key == "headers" and isinstance(value, dict):
             out[key] = dict.fromkeys(value, REDACTED)
+        elif key == "heartbeat" and isinstance(value, dict) and isinstance(value.get("url"), str):
+            out[key] = redacted(value) | {"url": _url(value["url"], path=True)}
         elif key == "env_vars" and isinstance(value, dict):
             out[key] = {name: REDACTED if SECRET_NAME.search(name) else _url(v)
                         for name, v in value.items()}  # fmt: skip
@@ -45,8 +49,9 @@ def redacted(document: Any) -> Any:
     return out
 
 
-def _url(value: Any) -> Any:
-    """A URL with its password and query replaced; anything else as it is."""
+def _url(value: Any, *, path: bool = False) -> Any:
+    """A URL with its password and query (and with `path`, its path) replaced; anything else
+    as it is."""
     if not isinstance(value, str) or "://" not in value:
         return value
     try:
@@ -58,4 +63,5 @@ def _url(value: Any) -> Any:
     if password is not None:
         netloc = netloc.replace(f":{password}@", f":{IN_URL}@", 1)
     query = IN_URL if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    shown = f"/{IN_URL}" if path and parts.path.strip("/") else parts.path
+    return urlunsplit((parts.scheme, netloc, shown, query, parts.fragment))

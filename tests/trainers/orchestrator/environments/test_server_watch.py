@@ -57,12 +57,14 @@ def test_a_server_that_crashed_fails_the_step_naming_the_source_and_its_exit(
     assert "relaunch" in error.fix
 
 
-def test_a_server_started_elsewhere_that_stops_answering_fails_the_step_naming_its_address(
-    tmp_path, tokenizer, policy, monkeypatch
+@pytest.mark.parametrize("started_here", [False, True], ids=["serve.address", "started-here"])
+def test_a_server_that_stops_answering_fails_the_step_naming_its_address(
+    tmp_path, tokenizer, policy, monkeypatch, started_here
 ):
-    """A server at `serve.address` (not the orchestrator's child: only its health can be asked)
-    that hangs, stopped with SIGSTOP: alive, holding its port, answering nothing. Once it has
-    answered no health check for SILENT_S, the step fails naming the address."""
+    """A server that hangs, stopped with SIGSTOP: alive, holding its port, answering nothing
+    (its own episode deadline runs inside it, so it cannot help). Whether the orchestrator
+    started it or it runs elsewhere (`serve.address`: only its health can be asked), once it has
+    answered no health check for SILENT_S the step fails naming the address."""
     from trainspec.trainers.orchestrator.environments import server_watch
 
     monkeypatch.setattr(server_watch, "HEALTH_S", 0.5)
@@ -82,7 +84,8 @@ def test_a_server_started_elsewhere_that_stops_answering_fails_the_step_naming_i
     stopped = None
     try:
         address = players.serve(source, SOURCE, split="train", index=0)
-        players.get().exited.pop(address)  # as for a server started elsewhere: no process here
+        if not started_here:  # as for a server started elsewhere: no process to look at
+            players.get().exited.pop(address)
         task = EnvTask.from_env(env(), f"{SOURCE}.env", players.get(), seed=0, address=address)
         assert play(task, policy, task.first(1))  # it plays while it answers
         (server,) = players.servers.servers
@@ -95,4 +98,4 @@ def test_a_server_started_elsewhere_that_stops_answering_fails_the_step_naming_i
         players.close()
     assert isinstance(error, RunError), error
     assert address in error.problem and "has answered no health check" in error.problem
-    assert "start it again" in error.fix
+    assert "start it again" in error.fix or "its log" in error.fix

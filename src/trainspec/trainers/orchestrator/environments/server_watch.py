@@ -6,8 +6,9 @@ a rollout's reply with no limit, and its ZeroMQ socket says nothing when the ser
 
 * A server the orchestrator started (env_servers.py) is gone once its process has exited:
   `exited()` says how (its exit code and its log's last lines), checked every WATCH_S.
-* A server started elsewhere (`serve.address`) is asked for its health every HEALTH_S while
-  episodes are out; one that has answered none for SILENT_S is gone.
+* Any server, started here or elsewhere (`serve.address`), is asked for its health every
+  HEALTH_S while episodes are out; one that has answered none for SILENT_S is gone (alive but
+  hung: stopped, deadlocked).
 
 Either way the episodes still out are cancelled (verifiers tells the server to drop them) and
 the step fails with a RunError at the source's `serve` that names the server and what it said.
@@ -40,18 +41,21 @@ async def watched(runs: Awaitable[list], client, address: str, exited: Exited | 
         if done:
             return task.result()
         error = exited() if exited is not None else None
-        if exited is None and time.monotonic() - probed > HEALTH_S:
+        if error is None and time.monotonic() - probed > HEALTH_S:
             probed = time.monotonic()
             if await client.health(timeout=HEALTH_TIMEOUT_S):
                 answered = probed
             elif probed - answered > SILENT_S:
                 error = RunError(
-                    "serve.address",
+                    "serve.address" if exited is None else "serve",
                     f"= {address!r}: the environment server there has answered no health "
                     f"check for {probed - answered:.0f} s while episodes were out on it",
                     "see why in its own log and start it again (or drop serve.address to play "
                     "the environment in the orchestrator); the run resumes from its last "
-                    "checkpoint",
+                    "checkpoint"
+                    if exited is None
+                    else "see why in its log (the run directory's envs/); the run resumes from "
+                    "its last checkpoint",
                 )
         if error is not None:
             task.cancel()  # verifiers asks the server to drop each (it is gone: no matter)
