@@ -167,7 +167,10 @@ def test_a_stop_while_the_server_starts_stops_the_server_too(tmp_path, stand_in,
     )
     code, err, server = signal_while_the_server_starts(run, path, stand_in, sent)
     assert code == 1 and b"stopped while vLLM was starting" in err, err.decode()
-    assert json.loads(stand_in.read_text())["argv"][:2] == ["--model", MODEL_DIR]
+    started = json.loads(stand_in.read_text())
+    assert started["argv"][:2] == ["--model", MODEL_DIR]
+    # one node: vLLM's own groups (gloo, NCCL) keep their sockets on loopback
+    assert started["env"]["GLOO_SOCKET_IFNAME"] == started["env"]["NCCL_SOCKET_IFNAME"] == "lo"
     assert ended(server), "the vLLM server was left running"
 
 

@@ -32,6 +32,7 @@ from trainspec.config import dump_json
 
 from ..core.model_source import model_source
 from ..errors import SetupError, SetupErrors, raise_all
+from ..process.loopback_rendezvous import INTERFACE, SOCKET_VARIABLES
 from ..process.signals import SignalFlag
 from ..process.tree import Tree
 from ..run.atomic_files import write_atomic
@@ -105,6 +106,11 @@ def launch(config) -> int:
     # From here on every exit stops what was started: the server (its whole process group)
     # and both sides, on a stop signal, an error, or the end of the run.
     stop = SignalFlag((signal.SIGTERM, signal.SIGINT)).install()  # passed on to both sides
+    # one node: the sockets of every group its processes form (gloo, NCCL) on loopback,
+    # unless the environment or env_vars name an interface
+    for name in SOCKET_VARIABLES:
+        if name not in config.env_vars:
+            os.environ.setdefault(name, INTERFACE)
     server: InferenceServer | None = None
     children: list[Tree] = []
     try:
