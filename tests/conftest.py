@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 
 import pytest
@@ -14,6 +15,12 @@ os.environ["TRAINSPEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="trainspec-test-cach
 # runs a worker per core and many tests start several training processes at once, whose
 # threads would otherwise spin against each other (a quarter of the suite's time on 2 cores).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Ctrl-C as a terminal delivers it, whatever started the tests: a shell without job control
+# starts a background command (`make test &`) with SIGINT ignored, which every process
+# inherits, and the tests of what a Ctrl-C does would see none. A handler (not SIG_IGN) goes
+# back to the default in each process the tests start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(params=["rl", "sft"])
