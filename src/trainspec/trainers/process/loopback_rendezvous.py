@@ -2,8 +2,7 @@
 another machine can reach.
 
     with loopback_rendezvous():            # around elastic_launch(settings, ...)(...)
-        ...
-    one_node_settings(...)                 # LaunchConfig fields for a one-node launch
+        ...                                # settings: rdzv_endpoint and local_addr on LOOPBACK
 
 torch's elastic agent hosts two TCPStores (the rendezvous's, and the one its workers meet at),
 and a TCPStore server binds every interface whatever host it is given: torch has no setting
@@ -25,11 +24,6 @@ from collections.abc import Iterator
 LOOPBACK = "127.0.0.1"
 INTERFACE = "lo"
 SOCKET_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
-
-
-def one_node_settings() -> dict:
-    """The LaunchConfig fields that keep a one-node launch's addresses on loopback."""
-    return {"rdzv_endpoint": f"{LOOPBACK}:0", "local_addr": LOOPBACK}
 
 
 def loopback_store(host_name: str, port: int, world_size=None, is_master=False, **options):

@@ -12,7 +12,7 @@ import contextlib
 import sys
 from collections.abc import Sequence
 
-from .loopback_rendezvous import loopback_rendezvous, one_node_settings
+from .loopback_rendezvous import LOOPBACK, loopback_rendezvous
 
 
 def launch_workers(command: str, settings, worker: Sequence[str], control) -> int:
@@ -50,6 +50,6 @@ def one_node_launch(processes: int, run_id: str):
 
     return LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=processes, run_id=run_id,
-        rdzv_backend="c10d", rdzv_configs={"is_host": True}, max_restarts=0,
-        monitor_interval=0.5, **one_node_settings(),
+        rdzv_backend="c10d", rdzv_endpoint=f"{LOOPBACK}:0", local_addr=LOOPBACK,
+        rdzv_configs={"is_host": True}, max_restarts=0, monitor_interval=0.5,
     )  # fmt: skip

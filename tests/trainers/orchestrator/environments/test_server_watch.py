@@ -26,9 +26,9 @@ SOURCE = "orchestrator.train.source[0]"
 WAIT_S = 240  # a busy 2-core machine; before the fix the play never ended at all
 
 
-def test_a_server_that_crashed_fails_the_step_naming_the_source_and_its_exit(
-    tmp_path, tokenizer, policy
-):
+def served_source(tmp_path, tokenizer):
+    """An orchestrator's one train source, played on an environment server of its own; with
+    the Players that start it."""
     config = load(
         "orchestrator",
         [],
@@ -39,7 +39,13 @@ def test_a_server_that_crashed_fails_the_step_naming_the_source_and_its_exit(
         },
     ).config
     (source,) = config.train.source
-    players = Players.of(config, tokenizer)
+    return source, Players.of(config, tokenizer)
+
+
+def test_a_server_that_crashed_fails_the_step_naming_the_source_and_its_exit(
+    tmp_path, tokenizer, policy
+):
+    source, players = served_source(tmp_path, tokenizer)
     try:
         address = players.serve(source, SOURCE, split="train", index=0)
         task = EnvTask.from_env(env(), f"{SOURCE}.env", players.get(), seed=0, address=address)
@@ -70,17 +76,7 @@ def test_a_server_that_stops_answering_fails_the_step_naming_its_address(
     monkeypatch.setattr(server_watch, "HEALTH_S", 0.5)
     monkeypatch.setattr(server_watch, "HEALTH_TIMEOUT_S", 1.0)
     monkeypatch.setattr(server_watch, "SILENT_S", 5.0)
-    config = load(
-        "orchestrator",
-        [],
-        {
-            "output_dir": str(tmp_path / "run"),
-            "env_server_base_port": free_port(),
-            "train.source": [{"env": env(), "serve": {"max_concurrent": 1}}],
-        },
-    ).config
-    (source,) = config.train.source
-    players = Players.of(config, tokenizer)
+    source, players = served_source(tmp_path, tokenizer)
     stopped = None
     try:
         address = players.serve(source, SOURCE, split="train", index=0)
