@@ -64,7 +64,7 @@ class EnvRewardFunctionConfig(ConfigModel):
 
 class EnvTimeoutConfig(ConfigModel):
     """
-    Wall-clock timeouts for the env's own `run()`/`finalize()` hooks, in seconds (None = no limit); per-run stage timeouts are each agent's (`env.<role>.timeout`).
+    Wall-clock timeouts for the env's own `run()`/`finalize()` hooks, in seconds (None = no limit; the episode is bounded at an hour unless set); per-run stage timeouts are each agent's (`env.<role>.timeout`).
     """
 
     model_config = ConfigDict(
@@ -73,9 +73,9 @@ class EnvTimeoutConfig(ConfigModel):
     episode: Annotated[
         float | None,
         Field(
-            description="Seconds the env's own `run()` hook may take (None = no limit)."
+            description='Seconds the env\'s own `run()` hook may take, so an episode that never ends fails and its step goes on without it. Unset, trainspec bounds it at an hour (verifiers\' own default is no limit); "None" lifts the bound.'
         ),
-    ] = None
+    ] = 3600.0
     finalize: Annotated[
         float | None,
         Field(

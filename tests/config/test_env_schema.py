@@ -47,6 +47,9 @@ OPEN = {
     "EnvJudgeConfig": "the judge plugin's config class",
     "HarnessConfig": "the harness plugin's config class (rlm's `summarize_at_tokens`)",
 }
+# Defaults trainspec chooses over verifiers' on purpose (the walk's path -> trainspec's value);
+# each is said in the docs' differences from prime-rl, and env_config hands it to verifiers.
+OWN_DEFAULTS = {"EnvConfig.timeout.episode": 3600.0}
 ROOTS = [(ours.EnvConfig, vf.SingleAgentEnvConfig), (ours.ServeConfig, vf.ServeConfig)]
 # Values for the required settings, so each side builds a table with its own defaults.
 REQUIRED = {
@@ -185,7 +188,7 @@ def differences(mine: type[BaseModel], theirs: type[BaseModel], where: str, seen
     if mine.model_config.get("extra") != want:
         found.append(f"{where}: takes extra keys {mine.model_config.get('extra')}, not {want}")
     built_mine, built_theirs = _built(mine), _built(theirs)
-    for name in mine.model_fields.keys() & theirs.model_fields.keys():
+    for name in sorted(mine.model_fields.keys() & theirs.model_fields.keys()):
         a, b = mine.model_fields[name], theirs.model_fields[name]
         here = f"{where}.{name}"
         bounds_a, bounds_b = _bounds(list(a.metadata)), _bounds(list(b.metadata))
@@ -202,13 +205,22 @@ def differences(mine: type[BaseModel], theirs: type[BaseModel], where: str, seen
                 _plain(getattr(built_mine, name)),
                 _plain(getattr(built_theirs, name)),
             )
-            if got != want_default:
-                found.append(f"{here}: default {got!r} is not verifiers' {want_default!r}")
+            expected = _with_own_defaults(want_default, here)
+            if got != expected:
+                whose = "verifiers'" if expected == want_default else "trainspec's own"
+                found.append(f"{here}: default {got!r} is not {whose} {expected!r}")
         inner_mine, inner_theirs = tables(a.annotation), tables(b.annotation)
         for tag in inner_mine.keys() & inner_theirs.keys():
             if inner_mine[tag] not in seen:
                 found += differences(inner_mine[tag], inner_theirs[tag], f"{here}", seen)
     return found
+
+
+def _with_own_defaults(value: Any, here: str) -> Any:
+    """verifiers' default at `here` with trainspec's own defaults (OWN_DEFAULTS) in place."""
+    if isinstance(value, dict):
+        return {key: _with_own_defaults(inner, f"{here}.{key}") for key, inner in value.items()}
+    return OWN_DEFAULTS.get(here, value)
 
 
 def walked() -> tuple[list[str], set[type[BaseModel]]]:
@@ -237,23 +249,27 @@ def test_the_walk_reaches_every_table_of_the_schema():
 
 
 def test_the_walk_sees_a_missing_field_a_changed_default_and_an_open_table():
-    """The comparison fails on a drift planted in a copy of a generated class."""
+    """The comparison fails on a drift planted in a copy of a generated class (at the walk's
+    path of the env's timeout table, where trainspec's own episode default is allowed)."""
     fields = {name: (f.annotation, f) for name, f in ours.EnvTimeoutConfig.model_fields.items()}
     dropped = create_model("EnvTimeoutConfig", __base__=ConfigModel, episode=fields["episode"])
-    found = differences(dropped, vf.configs.env.TimeoutConfig, "env.timeout")
-    assert found == ["env.timeout: the schema lacks ['finalize'], verifiers lacks []"]
+    found = differences(dropped, vf.configs.env.TimeoutConfig, "EnvConfig.timeout")
+    assert found == ["EnvConfig.timeout: the schema lacks ['finalize'], verifiers lacks []"]
     changed = create_model(
         "EnvTimeoutConfig",
         __base__=ConfigModel,
         episode=(float | None, Field(None)),
         finalize=(float | None, Field(30.0)),
     )
-    found = differences(changed, vf.configs.env.TimeoutConfig, "env.timeout")
-    assert found == ["env.timeout.finalize: default 30.0 is not verifiers' None"]
+    found = differences(changed, vf.configs.env.TimeoutConfig, "EnvConfig.timeout")
+    assert found == [
+        "EnvConfig.timeout.episode: default None is not trainspec's own 3600.0",
+        "EnvConfig.timeout.finalize: default 30.0 is not verifiers' None",
+    ]
     opened = create_model("EnvTimeoutConfig", __base__=ConfigModel, __config__=None, **fields)
     opened.model_config["extra"] = "allow"
-    found = differences(opened, vf.configs.env.TimeoutConfig, "env.timeout")
-    assert found == ["env.timeout: takes extra keys allow, not forbid"]
+    found = differences(opened, vf.configs.env.TimeoutConfig, "EnvConfig.timeout")
+    assert found == ["EnvConfig.timeout: takes extra keys allow, not forbid"]
 
 
 def test_a_bound_and_a_type_that_differ_are_seen():
@@ -283,6 +299,32 @@ def test_an_env_table_reaches_verifiers_as_written(table):
     config = env_config(ours.EnvConfig.model_validate(table), "eval.source[0].env")
     assert _subset(table, config.model_dump(mode="json"))
     assert config.taskset.turns == table["taskset"].get("turns", 1)  # the taskset's own class
+
+
+@pytest.mark.parametrize(
+    ("timeout", "episode"),
+    [({}, 3600.0), ({"episode": "None"}, None), ({"episode": 20}, 20.0), ({"finalize": 5}, 3600.0)],
+)
+def test_an_episode_is_bounded_unless_the_table_lifts_the_bound(timeout, episode):
+    """verifiers' own default is no bound, so a hung episode would hang its step: unset, the
+    run hook gets trainspec's hour; a written value, "None" included, stands as written."""
+    table = {"taskset": {"id": "trainspec-reverse-text"}}
+    table |= {"timeout": timeout} if timeout else {}
+    config = env_config(ours.EnvConfig.model_validate(table), "eval.source[0].env")
+    assert config.timeout.episode == episode
+    assert config.timeout.finalize == timeout.get("finalize")
+
+
+def test_each_own_default_is_said_in_the_differences_from_prime_rl():
+    said = (ROOT / "docs" / "prime-rl.md").read_text().split("## Differences from prime-rl")[1]
+    for path, value in OWN_DEFAULTS.items():
+        root, *keys = path.split(".")
+        built = _built(getattr(ours, root))
+        for key in keys:
+            built = getattr(built, key)
+        assert built == value
+        dotted = ".".join(["env" if root == "EnvConfig" else "serve", *keys])
+        assert f"`{dotted}` defaults to {value:g}" in said.split("\n## ")[0], dotted
 
 
 @pytest.mark.parametrize("table", SERVE_TABLES)

@@ -9,6 +9,9 @@ config classes, each error at the source's dotted path.
   taskset.
 * errors_at turns any pydantic ValidationError of verifiers' config classes into SetupErrors
   under a dotted path (env_servers.py checks a source's `serve` table with it).
+* An env table that sets no `timeout.episode` gets trainspec's own bound (the schema's default,
+  an hour) rather than verifiers' none, so an episode that never ends cannot hang a step;
+  `timeout.episode = "None"` lifts it.
 * Without the verifiers library (`pip install 'trainspec[envs]'`) import_verifiers is a
   SetupError that says how to install it.
 """
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainspec.config_model import written
+from trainspec.generated.environment import EnvTimeoutConfig
 
 from ...errors import SetupError, SetupErrors
 
@@ -104,6 +108,18 @@ def errors_at(path: str, exc, fix: str) -> SetupErrors:
     return SetupErrors(errors)
 
 
+EPISODE_BOUND_S = EnvTimeoutConfig.model_fields["episode"].default  # the schema's
+
+
+def bounded(env: dict[str, Any]) -> dict[str, Any]:
+    """The written `env` table with trainspec's episode bound where it sets none."""
+    timeout = env.get("timeout")
+    timeout = timeout if isinstance(timeout, dict) else {}
+    if "episode" in timeout:  # set, "None" (no bound) included
+        return env
+    return {**env, "timeout": {**timeout, "episode": EPISODE_BOUND_S}}
+
+
 def env_config(env, path: str):
     """The verifiers config of a source's `env` table (its generated class, or the table as a
     dict), checked by verifiers' own classes: the keys written, each taskset's, task's,
@@ -111,7 +127,7 @@ def env_config(env, path: str):
     from pydantic import ValidationError
 
     vf = import_verifiers(f"{path}.taskset.id")
-    env = local_taskset(written(env), path)
+    env = bounded(local_taskset(written(env), path))
     try:
         return vf.resolve_env_config(env)
     except ValidationError as exc:
