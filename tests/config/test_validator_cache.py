@@ -125,7 +125,7 @@ def test_a_file_someone_else_could_have_written_is_never_unpickled(tmp_path, unc
     by someone else, it could be anything. Such a file is ignored (the validator is built, the
     verdicts are the same) and its pickle never runs; only this user's private file is loaded
     (loosen None: the payload runs, which is what the check keeps anyone else from doing)."""
-    if loosen == "owner" and os.getuid() != 0:
+    if loosen == "owner" and os.geteuid() != 0:
         pytest.skip("giving a file to another user needs root")
     cache = tmp_path / "cache"
     run(cache)
@@ -144,7 +144,7 @@ def test_a_file_someone_else_could_have_written_is_never_unpickled(tmp_path, unc
     assert again["verdicts"] == uncached["verdicts"]
     if loosen in ("file", "owner"):  # the fallback's own file replaces it, private
         (stored,) = cache.glob("validator-rl-*.pickle")
-        assert stored.stat().st_mode & 0o077 == 0 and stored.stat().st_uid == os.getuid()
+        assert stored.stat().st_mode & 0o077 == 0 and stored.stat().st_uid == os.geteuid()
         assert stored.read_bytes() != payload
 
 

@@ -72,7 +72,7 @@ def _path(kind: str) -> Path:
 
 def _private(status: os.stat_result) -> bool:
     """Owned by this user, and writable by no one else."""
-    return status.st_uid == os.getuid() and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return status.st_uid == os.geteuid() and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def _read(path: Path) -> bytes:
@@ -116,7 +116,7 @@ def _store(cls: Any, kind: str) -> None:
         path = _path(kind)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         status = os.stat(path.parent)
-        if not os.environ.get("TRAINSPEC_CACHE_DIR") and status.st_uid == os.getuid():
+        if not os.environ.get("TRAINSPEC_CACHE_DIR") and status.st_uid == os.geteuid():
             os.chmod(path.parent, stat.S_IMODE(status.st_mode) & 0o700)  # trainspec's own
         elif not _private(status):
             return  # it would never be read (see _read)

@@ -303,23 +303,48 @@ def unloadable_broadcast(run_dir: Path, weights: Path) -> Path:
 
 
 def test_a_broadcast_that_does_not_load_is_retried_while_stop_is_still_heard(
-    tmp_path, tokenizer, initial_weights
+    tmp_path, tokenizer, initial_weights, monkeypatch
 ):
     """Each failed load sleeps and asks whether to stop, as any wait does (it was a busy loop
-    that never asked)."""
-    from trainspec.trainers.orchestrator.policy import Policy
+    that never asked: 73,000 loads in 2 s)."""
+    from trainspec.trainers.orchestrator import policy as policy_module
 
+    monkeypatch.setattr(policy_module, "POLL_S", 0.05)
     unloadable_broadcast(tmp_path, initial_weights)
-    policy = Policy(small_run(tmp_path, 1), tmp_path, tokenizer, tokenizer.eos_token_id)
-    asked = []
-    result = []
+    policy = policy_module.Policy(
+        small_run(tmp_path, 1), tmp_path, tokenizer, tokenizer.eos_token_id
+    )
+    loads = []
+    real_load = policy._load
+    monkeypatch.setattr(policy, "_load", lambda step: loads.append(step) or real_load(step))
+    asked, result = [], []
     waiting = threading.Thread(
-        target=lambda: result.append(policy.wait_for(0, lambda: asked.append(1) or len(asked) > 3)),
+        target=lambda: result.append(policy.wait_for(0, lambda: asked.append(1) or len(asked) > 9)),
         daemon=True,
     )
+    started = time.monotonic()
     waiting.start()
     waiting.join(WAIT_S)
-    assert result == [False] and len(asked) == 4
+    took = time.monotonic() - started
+    assert result == [False] and len(asked) == 10
+    assert len(loads) == 10 and took >= 9 * 0.05  # one load, one question, then a sleep
+
+
+def test_loads_that_keep_failing_do_not_outlast_the_first_weights_timeout(
+    tmp_path, tokenizer, initial_weights, monkeypatch
+):
+    from trainspec.trainers.errors import SetupError
+    from trainspec.trainers.orchestrator import policy as policy_module
+
+    monkeypatch.setattr(policy_module, "LOAD_RETRY_S", 1000.0)
+    monkeypatch.setattr(policy_module, "FIRST_WEIGHTS_S", 0.5)
+    unloadable_broadcast(tmp_path, initial_weights)
+    policy = policy_module.Policy(small_run(tmp_path, 1), tmp_path, tokenizer, 0)
+    started = time.monotonic()
+    with pytest.raises(SetupError) as caught:
+        policy.wait_for(0, lambda: False, first=True)
+    assert caught.value.path == "orchestrator.ckpt.wait_for_weights_timeout"
+    assert time.monotonic() - started < WAIT_S
 
 
 def test_a_broadcast_that_never_loads_stops_the_run_naming_it(

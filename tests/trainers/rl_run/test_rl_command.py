@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.listeners import LOOPBACK, watch_listeners
+from helpers.ports import free_port
 
 BIN = Path(sys.executable).parent
 WAIT_S = 300
@@ -152,6 +153,39 @@ def test_two_trainer_processes_on_one_node_listen_on_loopback_only(tmp_path):
     assert seen, "nothing listened: the check could not fail"
     assert all(address.startswith(LOOPBACK) for address in seen), seen
     assert [r["step"] for r in records(tmp_path / "run" / "metrics.jsonl")] == [1, 2, 3]
+
+
+def test_zeromq_an_env_server_and_the_policy_served_to_it_listen_on_loopback_only(tmp_path):
+    """The default rollout transport (ZeroMQ), a verifiers environment server the orchestrator
+    starts (`serve = {}`) and the policy it serves that environment on localhost: every
+    listener of a one-node run is on loopback, and the scan saw the transport's and the env
+    server's ports (so it could fail)."""
+    zmq_port, env_port = free_port(), free_port()
+    text = write_config(tmp_path, max_steps=2).read_text()
+    text = text.replace('[trainer.rollout_transport]\ntype = "filesystem"\n', "")
+    text = text.replace('[orchestrator.rollout_transport]\ntype = "filesystem"\n', "")
+    text = text.replace("batch_size = 64\ngroup_size = 8", "batch_size = 8\ngroup_size = 4")
+    text = text.replace(
+        'env.taskset.id = "builtin:reverse-text"',
+        'env.taskset = { id = "trainspec-reverse-text", split = "train" }\n'
+        'env.agent.harness.id = "null"\nenv.agent.runtime.type = "subprocess"\nserve = {}',
+    )
+    assert text.count("serve = {}") == 1 and "filesystem" not in text
+    config = tmp_path / "zmq.toml"
+    config.write_text(text)
+    log = tmp_path / "rl.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [str(BIN / "rl"), str(config), "--rollout_transport.port", str(zmq_port),
+             "--orchestrator.env_server_base_port", str(env_port)],
+            stdout=subprocess.DEVNULL, stderr=stderr,
+        )  # fmt: skip
+        seen = watch_listeners(process, WAIT_S)
+    assert process.wait() == 0, log.read_text()[-3000:]
+    assert all(address.startswith(LOOPBACK) for address in seen), seen
+    ports = {int(address.rsplit(":", 1)[1]) for address in seen}
+    assert {zmq_port, env_port} <= ports, (seen, zmq_port, env_port)
+    assert [r["step"] for r in records(tmp_path / "run" / "metrics.jsonl")] == [1, 2]
 
 
 def test_after_a_crash_the_same_command_resumes_and_sigterm_stops_it_with_a_checkpoint(tmp_path):

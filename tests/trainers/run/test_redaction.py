@@ -35,6 +35,25 @@ def test_headers_secret_env_values_and_url_secrets_are_taken_out_and_the_rest_st
     }
 
 
+def test_an_env_value_that_looks_like_a_secret_is_taken_out_under_any_name():
+    looks = {
+        "MY_CRED_X": "hf_" + "a1" * 12,
+        "OPENAI": "sk-proj-abc",
+        "WANDB_X": "0123456789abcdef" * 2 + "01234567",  # 40 hex digits
+        "AWS_ID": "AKIAIOSFODNN7EXAMPLE",
+    }
+    plain = {
+        "NCCL_DEBUG": "INFO",
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+        "HF_HOME": "/scratch/cache/huggingface_hub_cache_dir_2",
+        "MODEL": "Qwen/Qwen3-0.6B-Instruct-2507-FP8",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "LONG_WORD": "abcdefghijklmnopqrstuvwxyzabc",  # letters alone: a word, not a key
+    }
+    document = redacted({"env_vars": looks | plain})
+    assert document["env_vars"] == dict.fromkeys(looks, REDACTED) | plain
+
+
 def test_the_run_directory_records_no_secret_and_still_validates(tmp_path):
     write_resolved_config(secret_config(), tmp_path, "sft")
     for name in ("config.json", "config.toml"):

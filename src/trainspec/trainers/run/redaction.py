@@ -6,8 +6,10 @@ A config carries secrets in a few known places, and records of it land in files 
 read (the run directory on a shared filesystem) or upload (W&B). In the copy:
 
 * every value of a `headers` table (an Authorization header, an API key) is "<redacted>";
-* a value of `env_vars` (any table of that name) whose name looks secret (KEY, TOKEN, SECRET,
-  PASSWORD, AUTH, CREDENTIAL, COOKIE, SESSION in any case) is "<redacted>";
+* a value of `env_vars` (any table of that name) is "<redacted>" when its name looks secret
+  (KEY, TOKEN, SECRET, PASSWORD, AUTH, CREDENTIAL, COOKIE, SESSION in any case) or the value
+  does: a known token's prefix (`hf_`, `sk-`, `ghp_`, `xoxb-`, `AKIA`, ...) or one unbroken
+  run of 24 or more letters and digits (a W&B key's 40 hex digits) under any name;
 * a URL's password and query string (a heartbeat URL with `?token=...`) become "redacted";
 * so does the path of a monitor's ping URL (`heartbeat.url`: https://hc-ping.com/<uuid> puts
   its secret there).
@@ -27,6 +29,10 @@ from urllib.parse import urlsplit, urlunsplit
 REDACTED = "<redacted>"
 IN_URL = "redacted"  # a URL stays one
 SECRET_NAME = re.compile(r"key|token|secret|passw|auth|credential|cookie|session", re.IGNORECASE)
+SECRET_VALUE = re.compile(
+    r"(hf_|sk-|sk_|pk_|ghp_|gho_|ghs_|github_pat_|glpat-|xox[abpr]-|AKIA|ASIA|AIza|eyJ)\S+"
+    r"|(?=[^/]*\d)(?=[^/]*[A-Za-z])[A-Za-z0-9_\-+=]{24,}"
+)
 
 
 def redacted(document: Any) -> Any:
@@ -42,11 +48,18 @@ def redacted(document: Any) -> Any:
         elif key == "heartbeat" and isinstance(value, dict) and isinstance(value.get("url"), str):
             out[key] = redacted(value) | {"url": _url(value["url"], path=True)}
         elif key == "env_vars" and isinstance(value, dict):
-            out[key] = {name: REDACTED if SECRET_NAME.search(name) else _url(v)
+            out[key] = {name: REDACTED if _secret(name, v) else _url(v)
                         for name, v in value.items()}  # fmt: skip
         else:
             out[key] = redacted(value)
     return out
+
+
+def _secret(name: str, value: Any) -> bool:
+    """Whether an env var's name or value looks like a secret's."""
+    return bool(SECRET_NAME.search(name)) or (
+        isinstance(value, str) and SECRET_VALUE.fullmatch(value) is not None
+    )
 
 
 def _url(value: Any, *, path: bool = False) -> Any:

@@ -36,8 +36,8 @@ def local(model_dir):
 
 @pytest.fixture(scope="module")
 def server(model_dir):
-    """The tiny model served, its weights root the model directory's parent as the command's
-    default (pytest's base directory: every tmp_path is under it)."""
+    """The tiny model served, its weights root (`--weights-root`) the model directory's parent:
+    pytest's base directory, which every tmp_path is under."""
     from trainspec.trainers.orchestrator.sampling.model_server import load as load_sampler
 
     sampler = load_sampler(str(model_dir), "cpu")
@@ -205,13 +205,16 @@ def test_the_command_refuses_a_missing_model_without_a_traceback(tmp_path, capsy
     assert "model: error:" in err and "cannot be loaded" in err and "Traceback" not in err
 
 
-def test_the_command_serves_until_stopped(model_dir):
+@pytest.mark.parametrize("flag", [False, True], ids=["no-weights-root", "weights-root"])
+def test_the_command_serves_until_stopped(model_dir, tmp_path, flag):
     """`python -m trainspec.trainers.orchestrator.sampling.model_server` as a user starts it: it
-    says where it serves, and where from it reloads weights (the model directory's parent)."""
-    root = model_dir.parent.resolve()
+    says where it serves, and where from it reloads weights: nowhere, unless `--weights-root`
+    names a directory (the model's own siblings are refused)."""
+    root = tmp_path.resolve()
     process = subprocess.Popen(
         [sys.executable, "-m", "trainspec.trainers.orchestrator.sampling.model_server",
-         str(model_dir), "--name", "t", "--port", "0", "--device", "cpu"],
+         str(model_dir), "--name", "t", "--port", "0", "--device", "cpu",
+         *(["--weights-root", str(tmp_path)] if flag else [])],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -219,8 +222,14 @@ def test_the_command_serves_until_stopped(model_dir):
         line = process.stdout.readline()
         assert line.startswith("serving 't' at http://127.0.0.1:")
         url = line.split(" at ")[1].strip()
-        assert process.stdout.readline() == f"/update_weights loads weights under {root}\n"
+        said = f"under {root}" if flag else "nowhere (no --weights-root)"
+        assert process.stdout.readline() == f"/update_weights loads weights {said}\n"
         assert httpx.get(url + "/models", timeout=60).json()["data"][0]["id"] == "t"
+        sibling = httpx.post(
+            url.removesuffix("/v1") + "/update_weights", json={"path": str(model_dir)}, timeout=60
+        )
+        assert sibling.status_code == 403
+        assert "--weights-root" in sibling.json()["error"]["message"]
     finally:
         process.terminate()
         process.wait(timeout=60)

@@ -24,7 +24,6 @@ import torch
 from trainspec.trainers.orchestrator.environments.token_route import TokenRoute
 from trainspec.trainers.orchestrator.sampling.model_server import (
     ModelServer,
-    default_weights_root,
 )
 from trainspec.trainers.orchestrator.sampling.model_server import load as load_sampler
 from trainspec.trainers.orchestrator.sampling.request_fields import Limits
@@ -234,15 +233,6 @@ def test_a_server_without_a_weights_root_loads_nothing(server, model_dir):
         bare.close()
     assert answer.status_code == 403
     assert "without a weights root" in answer.json()["error"]["message"]
-
-
-def test_the_commands_weights_root(model_dir, tmp_path):
-    """Default: the model directory's parent (a run's broadcasts beside its first weights)."""
-    assert default_weights_root(str(model_dir), None) == model_dir.parent.resolve()
-    assert default_weights_root(str(model_dir), str(tmp_path)) == tmp_path.resolve()
-    assert default_weights_root("org/some-hub-model", None) is None
-    top = next(p for p in model_dir.resolve().parents if p.parent == p.parent.parent)
-    assert default_weights_root(str(top), None) is None  # its parent is the filesystem's root
 
 
 def test_the_token_route_refuses_a_bad_content_length_too():

@@ -30,10 +30,9 @@ naming the field and the cap, `Limits`); token ids must lie in the model's vocab
 anything unexpected is a JSON 500, its traceback in this process's log.
 
 `/update_weights` loads only directories under the weights root (symlinks and `..` resolved
-first; anything else: 403): `--weights-root` when given, else the parent of the model
-directory served, where a run's `broadcasts/step_<N>` sit beside its first weights. A hub id
-(or a directory at the filesystem's top) gives no root: reloads are refused until
-`--weights-root` names one. A ModelServer built in code has the root it is given (None: none).
+first; anything else: 403), which `--weights-root` names: a run's `broadcasts/` directory.
+Without it the server reloads nothing (403 naming the flag), as a teacher never needs to. A
+ModelServer built in code has the root it is given (None: none).
 """
 
 from __future__ import annotations
@@ -251,17 +250,6 @@ class ModelServer:
         self.httpd.server_close()
 
 
-def default_weights_root(model: str, flag: str | None) -> Path | None:
-    """The command's weights root: `flag` when given, else the parent of the model directory
-    (None for a hub id, or a directory whose parent is the filesystem's root)."""
-    if flag is not None:
-        return Path(flag).resolve()
-    here = Path(model).resolve()
-    if not here.is_dir() or here.parent == Path(here.anchor):
-        return None
-    return here.parent
-
-
 def load(model: str, device: str = "auto", max_batch: int | None = None):
     """A LocalSampler of the model at `model` (a weights directory or a cached hub id)."""
     import torch
@@ -298,13 +286,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument(
         "--weights-root",
-        help="the only directory /update_weights loads from, subdirectories included (default: "
-        "the model directory's parent)",
+        help="the only directory /update_weights loads from, subdirectories included: a run's "
+        "broadcasts/ directory (default: none, no reloads)",
     )
     args = parser.parse_args(argv)
     try:
         sampler = load(args.model, args.device)
-        root = default_weights_root(args.model, args.weights_root)
+        root = Path(args.weights_root).resolve() if args.weights_root is not None else None
         server = ModelServer(
             sampler, args.name or args.model, args.host, args.port, weights_root=root
         )
