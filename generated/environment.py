@@ -73,7 +73,7 @@ class EnvTimeoutConfig(ConfigModel):
     episode: Annotated[
         float | None,
         Field(
-            description='Seconds the env\'s own `run()` hook may take, so an episode that never ends fails and its step goes on without it. Unset, trainspec bounds it at an hour (verifiers\' own default is no limit); "None" lifts the bound.'
+            description='Seconds the env\'s own `setup()` and `run()` hooks may take together, so an episode that never ends fails and its step goes on without it. Unset, trainspec bounds it at an hour (verifiers\' own default, and an env class\'s, is no limit); "None" lifts the bound.'
         ),
     ] = 3600.0
     finalize: Annotated[
@@ -1223,7 +1223,7 @@ class EnvConfig(ConfigModel):
     timeout: Annotated[
         EnvTimeoutConfig,
         Field(
-            description="Wall-clock timeouts for the env's own `run()`/`finalize()` hooks, in seconds (None = no limit).",
+            description="Wall-clock timeouts for the env's own `run()`/`finalize()` hooks, in seconds (None = no limit; the episode is bounded at an hour unless set).",
             validate_default=True,
         ),
     ] = {}

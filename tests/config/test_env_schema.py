@@ -23,6 +23,7 @@ import pytest
 import verifiers.v1 as vf
 from helpers.env_tables import (
     ENV_TABLES,
+    OWN_DEFAULTS,
     RENDERER,
     SERVE_TABLES,
     handed_to_verifiers,
@@ -47,9 +48,6 @@ OPEN = {
     "EnvJudgeConfig": "the judge plugin's config class",
     "HarnessConfig": "the harness plugin's config class (rlm's `summarize_at_tokens`)",
 }
-# Defaults trainspec chooses over verifiers' on purpose (the walk's path -> trainspec's value);
-# each is said in the docs' differences from prime-rl, and env_config hands it to verifiers.
-OWN_DEFAULTS = {"EnvConfig.timeout.episode": 3600.0}
 ROOTS = [(ours.EnvConfig, vf.SingleAgentEnvConfig), (ours.ServeConfig, vf.ServeConfig)]
 # Values for the required settings, so each side builds a table with its own defaults.
 REQUIRED = {
@@ -299,32 +297,6 @@ def test_an_env_table_reaches_verifiers_as_written(table):
     config = env_config(ours.EnvConfig.model_validate(table), "eval.source[0].env")
     assert _subset(table, config.model_dump(mode="json"))
     assert config.taskset.turns == table["taskset"].get("turns", 1)  # the taskset's own class
-
-
-@pytest.mark.parametrize(
-    ("timeout", "episode"),
-    [({}, 3600.0), ({"episode": "None"}, None), ({"episode": 20}, 20.0), ({"finalize": 5}, 3600.0)],
-)
-def test_an_episode_is_bounded_unless_the_table_lifts_the_bound(timeout, episode):
-    """verifiers' own default is no bound, so a hung episode would hang its step: unset, the
-    run hook gets trainspec's hour; a written value, "None" included, stands as written."""
-    table = {"taskset": {"id": "trainspec-reverse-text"}}
-    table |= {"timeout": timeout} if timeout else {}
-    config = env_config(ours.EnvConfig.model_validate(table), "eval.source[0].env")
-    assert config.timeout.episode == episode
-    assert config.timeout.finalize == timeout.get("finalize")
-
-
-def test_each_own_default_is_said_in_the_differences_from_prime_rl():
-    said = (ROOT / "docs" / "prime-rl.md").read_text().split("## Differences from prime-rl")[1]
-    for path, value in OWN_DEFAULTS.items():
-        root, *keys = path.split(".")
-        built = _built(getattr(ours, root))
-        for key in keys:
-            built = getattr(built, key)
-        assert built == value
-        dotted = ".".join(["env" if root == "EnvConfig" else "serve", *keys])
-        assert f"`{dotted}` defaults to {value:g}" in said.split("\n## ")[0], dotted
 
 
 @pytest.mark.parametrize("table", SERVE_TABLES)

@@ -12,6 +12,10 @@ from typing import Any
 from trainspec.config.schema_info import SchemaInfo, schema_info
 
 TASKSET = "trainspec-reverse-text"  # trainspec's own verifiers taskset (src/trainspec_reverse_text)
+# Defaults trainspec chooses over verifiers' on purpose (the env-table walk's path -> trainspec's
+# value): each is said in the docs' differences from prime-rl (test_env_defaults.py), and
+# verifiers_config.env_config hands it to verifiers.
+OWN_DEFAULTS = {"EnvConfig.timeout.episode": 3600.0}
 CLIENT = {
     "base_url": "http://endpoint/v1",
     "api_key_var": "ENDPOINT_KEY",

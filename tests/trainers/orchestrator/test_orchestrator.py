@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers.orchestrator_runs import REVERSE_TEXT, small_run
 
 from trainspec.config import load
 from trainspec.trainers.core.tokenizer import build_tokenizer
@@ -22,9 +23,6 @@ from trainspec.trainers.wire.broadcast import READY, broadcast_dir
 from trainspec.trainers.wire.transport_fs import rank_file
 
 WAIT_S = 120.0
-
-
-REVERSE_TEXT = {"env": {"taskset": {"id": "builtin:reverse-text"}}}
 
 
 def tokenizer():
@@ -73,23 +71,6 @@ def wait_for(path: Path) -> None:
     while not path.exists():
         assert time.monotonic() < deadline, f"{path} did not appear"
         time.sleep(0.02)
-
-
-def small_run(run_dir: Path, steps: int, **settings):
-    """An orchestrator config of `steps` small steps (4 prompts x 2, 4 new tokens) in `run_dir`."""
-    small = {
-        "batch_size": 4,
-        "group_size": 2,
-        "seq_len": 64,
-        "train.sampling.max_completion_tokens": 4,
-        "train.source": [REVERSE_TEXT],
-    }
-    files = {"rollout_transport.type": "filesystem"}
-    return load(
-        "orchestrator",
-        [],
-        {"output_dir": str(run_dir), "max_steps": steps, **small, **files, **settings},
-    ).config
 
 
 @pytest.mark.parametrize("async_level", [0, 1, 2])
@@ -291,72 +272,3 @@ def test_the_summary_gives_the_held_out_reward_where_there_is_no_exact_match(tmp
     assert "held-out reward 0.250 -> 0.500" in line and "exact match" not in line
     assert line.startswith(f"rl: done after step 2: run {tmp_path}")
     assert summarize(tmp_path, seconds=754.2).startswith("rl: done after step 2 in 0:12:34: run")
-
-
-def unloadable_broadcast(run_dir: Path, weights: Path) -> Path:
-    """A broadcast marked ready whose weights are gone (a disk that lost them)."""
-    target = broadcast_dir(run_dir, 0)
-    target.mkdir(parents=True)
-    shutil.copy(weights / "config.json", target)
-    (target / READY).touch()
-    return target
-
-
-def test_a_broadcast_that_does_not_load_is_retried_while_stop_is_still_heard(
-    tmp_path, tokenizer, initial_weights, monkeypatch
-):
-    """Each failed load sleeps and asks whether to stop, as any wait does (it was a busy loop
-    that never asked: 73,000 loads in 2 s)."""
-    from trainspec.trainers.orchestrator import policy as policy_module
-
-    monkeypatch.setattr(policy_module, "POLL_S", 0.05)
-    unloadable_broadcast(tmp_path, initial_weights)
-    policy = policy_module.Policy(
-        small_run(tmp_path, 1), tmp_path, tokenizer, tokenizer.eos_token_id
-    )
-    loads = []
-    real_load = policy._load
-    monkeypatch.setattr(policy, "_load", lambda step: loads.append(step) or real_load(step))
-    asked, result = [], []
-    waiting = threading.Thread(
-        target=lambda: result.append(policy.wait_for(0, lambda: asked.append(1) or len(asked) > 9)),
-        daemon=True,
-    )
-    started = time.monotonic()
-    waiting.start()
-    waiting.join(WAIT_S)
-    took = time.monotonic() - started
-    assert result == [False] and len(asked) == 10
-    assert len(loads) == 10 and took >= 9 * 0.05  # one load, one question, then a sleep
-
-
-def test_loads_that_keep_failing_do_not_outlast_the_first_weights_timeout(
-    tmp_path, tokenizer, initial_weights, monkeypatch
-):
-    from trainspec.trainers.errors import SetupError
-    from trainspec.trainers.orchestrator import policy as policy_module
-
-    monkeypatch.setattr(policy_module, "LOAD_RETRY_S", 1000.0)
-    monkeypatch.setattr(policy_module, "FIRST_WEIGHTS_S", 0.5)
-    unloadable_broadcast(tmp_path, initial_weights)
-    policy = policy_module.Policy(small_run(tmp_path, 1), tmp_path, tokenizer, 0)
-    started = time.monotonic()
-    with pytest.raises(SetupError) as caught:
-        policy.wait_for(0, lambda: False, first=True)
-    assert caught.value.path == "orchestrator.ckpt.wait_for_weights_timeout"
-    assert time.monotonic() - started < WAIT_S
-
-
-def test_a_broadcast_that_never_loads_stops_the_run_naming_it(
-    tmp_path, tokenizer, initial_weights, monkeypatch
-):
-    from trainspec.trainers.errors import RunError
-    from trainspec.trainers.orchestrator import policy as policy_module
-
-    monkeypatch.setattr(policy_module, "LOAD_RETRY_S", 0.2)
-    target = unloadable_broadcast(tmp_path, initial_weights)
-    policy = policy_module.Policy(small_run(tmp_path, 1), tmp_path, tokenizer, 0)
-    with pytest.raises(RunError) as caught:
-        policy.wait_for(0, lambda: False)
-    assert caught.value.path == "orchestrator.weight_broadcast"
-    assert f"step 0 ({target}) did not load for 0 s" in caught.value.problem

@@ -154,7 +154,7 @@ def test_a_one_node_run_listens_on_loopback_only(tmp_path):
         'env.taskset = { id = "trainspec-reverse-text", split = "train" }\n'
         'env.agent.harness.id = "null"\nenv.agent.runtime.type = "subprocess"\nserve = {}',
     )
-    assert text.count("serve = {}") == 1 and "filesystem" not in text
+    assert text.count("serve = {}") == 1 and "filesystem" not in text and "batch_size = 8" in text
     config = tmp_path / "zmq.toml"
     config.write_text(text)
     log = tmp_path / "rl.log"

@@ -37,16 +37,24 @@ def test_headers_secret_env_values_and_url_secrets_are_taken_out_and_the_rest_st
 
 def test_an_env_value_that_looks_like_a_secret_is_taken_out_under_any_name():
     looks = {
-        "MY_CRED_X": "hf_" + "a1" * 12,
-        "OPENAI": "sk-proj-abc",
+        "MY_CRED_X": "hf_" + "a1B2" * 9,
+        "OPENAI": "sk-proj-" + "x9Y8" * 6,
         "WANDB_X": "0123456789abcdef" * 2 + "01234567",  # 40 hex digits
         "AWS_ID": "AKIAIOSFODNN7EXAMPLE",
+        "AUTHZ_HDR": "Bearer abc.def",
+        "PADDED": "  " + "0123456789abcdef" * 2 + "\n",
     }
     plain = {
         "NCCL_DEBUG": "INFO",
         "CUDA_VISIBLE_DEVICES": "0,1,2,3",
         "HF_HOME": "/scratch/cache/huggingface_hub_cache_dir_2",
-        "MODEL": "Qwen/Qwen3-0.6B-Instruct-2507-FP8",
+        "MODEL": "Qwen3-30B-A3B-Instruct-2507",
+        "MODEL_ID": "Qwen/Qwen3-0.6B-Instruct-2507-FP8",
+        "NODE": "compute-node-gpu-h100-042",
+        "RUN": "exp_2025_lr_sweep_batch64",
+        "RUN_ID": "123e4567-e89b-12d3-a456-426614174000",
+        "HF_HUB_ENABLE_HF_TRANSFER": "hf_transfer",
+        "REGION": "ASIA_PACIFIC_1",
         "NCCL_SOCKET_IFNAME": "eth0",
         "LONG_WORD": "abcdefghijklmnopqrstuvwxyzabc",  # letters alone: a word, not a key
     }

@@ -8,8 +8,9 @@ read (the run directory on a shared filesystem) or upload (W&B). In the copy:
 * every value of a `headers` table (an Authorization header, an API key) is "<redacted>";
 * a value of `env_vars` (any table of that name) is "<redacted>" when its name looks secret
   (KEY, TOKEN, SECRET, PASSWORD, AUTH, CREDENTIAL, COOKIE, SESSION in any case) or the value
-  does: a known token's prefix (`hf_`, `sk-`, `ghp_`, `xoxb-`, `AKIA`, ...) or one unbroken
-  run of 24 or more letters and digits (a W&B key's 40 hex digits) under any name;
+  does, under any name: a known token's prefix (`hf_`, `sk-`, `ghp_`, `xoxb-`, `AKIA`, ...)
+  and 16 more characters, `Bearer ...`, or 24 or more letters and digits with no other
+  character, at least one of each (a W&B key's 40 hex digits; base64's `+` and `=` count);
 * a URL's password and query string (a heartbeat URL with `?token=...`) become "redacted";
 * so does the path of a monitor's ping URL (`heartbeat.url`: https://hc-ping.com/<uuid> puts
   its secret there).
@@ -29,9 +30,11 @@ from urllib.parse import urlsplit, urlunsplit
 REDACTED = "<redacted>"
 IN_URL = "redacted"  # a URL stays one
 SECRET_NAME = re.compile(r"key|token|secret|passw|auth|credential|cookie|session", re.IGNORECASE)
-SECRET_VALUE = re.compile(
-    r"(hf_|sk-|sk_|pk_|ghp_|gho_|ghs_|github_pat_|glpat-|xox[abpr]-|AKIA|ASIA|AIza|eyJ)\S+"
-    r"|(?=[^/]*\d)(?=[^/]*[A-Za-z])[A-Za-z0-9_\-+=]{24,}"
+SECRET_VALUE = re.compile(  # a known token's prefix, or one run of 24+ letters and digits
+    r"(?:hf_|sk-|sk_|pk_|ghp_|gho_|ghs_|github_pat_|glpat-|xox[abpr]-|AKIA|ASIA|AIza|eyJ)"
+    r"[A-Za-z0-9_\-.]{16,}"
+    r"|Bearer\s+\S+"
+    r"|(?=[A-Za-z+=]*\d)(?=[0-9+=]*[A-Za-z])[A-Za-z0-9+=]{24,}"
 )
 
 
@@ -58,7 +61,7 @@ def redacted(document: Any) -> Any:
 def _secret(name: str, value: Any) -> bool:
     """Whether an env var's name or value looks like a secret's."""
     return bool(SECRET_NAME.search(name)) or (
-        isinstance(value, str) and SECRET_VALUE.fullmatch(value) is not None
+        isinstance(value, str) and SECRET_VALUE.fullmatch(value.strip()) is not None
     )
 
 

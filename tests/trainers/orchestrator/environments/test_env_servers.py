@@ -50,6 +50,7 @@ def test_a_sized_serve_table_plays_on_a_server_started_for_the_source(
     written = json.loads(spec.read_text())
     assert written["serve"]["pool"] == {"type": "static", "num_workers": 2}
     assert written["serve"]["max_concurrent"] == 2 and written["serve"]["address"] == address
+    assert written["env"]["timeout"]["episode"] == 3600.0  # trainspec's bound reaches the server
     log = (tmp_path / "run" / "envs" / "eval" / "short.log").read_text()
     assert log.count("rollout done") == 2  # played there
     assert server.poll() is not None and not servers.servers

@@ -5,6 +5,7 @@ on."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -230,6 +231,14 @@ def test_the_command_serves_until_stopped(model_dir, tmp_path, flag):
         )
         assert sibling.status_code == 403
         assert "--weights-root" in sibling.json()["error"]["message"]
+        if flag:  # a directory under the root loads
+            shutil.copytree(model_dir, tmp_path / "step_1")
+            loaded = httpx.post(
+                url.removesuffix("/v1") + "/update_weights",
+                json={"path": str(tmp_path / "step_1")},
+                timeout=60,
+            )
+            assert loaded.status_code == 200, loaded.text
     finally:
         process.terminate()
         process.wait(timeout=60)

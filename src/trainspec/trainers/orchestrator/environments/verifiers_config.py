@@ -10,7 +10,8 @@ config classes, each error at the source's dotted path.
 * errors_at turns any pydantic ValidationError of verifiers' config classes into SetupErrors
   under a dotted path (env_servers.py checks a source's `serve` table with it).
 * An env table that sets no `timeout.episode` gets trainspec's own bound (the schema's default,
-  an hour) rather than verifiers' none, so an episode that never ends cannot hang a step;
+  an hour, over the env's `setup()` and `run()`) rather than verifiers' none, or an env
+  class's own default, so an episode that never ends cannot hang a step;
   `timeout.episode = "None"` lifts it.
 * Without the verifiers library (`pip install 'trainspec[envs]'`) import_verifiers is a
   SetupError that says how to install it.
@@ -113,10 +114,9 @@ EPISODE_BOUND_S = EnvTimeoutConfig.model_fields["episode"].default  # the schema
 
 def bounded(env: dict[str, Any]) -> dict[str, Any]:
     """The written `env` table with trainspec's episode bound where it sets none."""
-    timeout = env.get("timeout")
-    timeout = timeout if isinstance(timeout, dict) else {}
-    if "episode" in timeout:  # set, "None" (no bound) included
-        return env
+    timeout = env.get("timeout", {})
+    if not isinstance(timeout, dict) or "episode" in timeout:  # set ("None": no bound), or
+        return env  # not a table, which verifiers' class refuses with its path
     return {**env, "timeout": {**timeout, "episode": EPISODE_BOUND_S}}
 
 
