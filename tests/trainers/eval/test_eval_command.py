@@ -125,6 +125,15 @@ def test_the_schedule_of_online_evals_is_refused(tmp_path, capsys):
     assert "eval.interval: error: is set: it schedules an SFT run's online evals" in err
 
 
+def test_a_setting_written_at_its_default_is_not_refused(tmp_path, capsys):
+    """Refusals judge a setting by what it holds (set_by_user), not by whether it was written:
+    a resolved config written out whole reads like the file it came from."""
+    defaults = "[eval.concurrency]\nmin_inflight = 1\n"
+    flags = ["--eval.skip_first_step", "false", "--eval.env_server_base_port", "5000"]
+    assert main([str(config(tmp_path, defaults)), *flags]) == 0, capsys.readouterr().err
+    assert [record["source"] for record in scores(tmp_path)] == ["reverse-text", "all"]
+
+
 def test_a_typo_is_reported_at_its_line_and_column(tmp_path, capsys):
     path = tmp_path / "typo.toml"
     path.write_text(TASK.replace("num_examples = 3", "num_exampels = 3"))

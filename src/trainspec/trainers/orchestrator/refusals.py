@@ -10,6 +10,8 @@ default asks for nothing this build lacks). What the built-in tasksets refuse of
 
 from __future__ import annotations
 
+from trainspec.generated.client import ClientConfig
+from trainspec.generated.orchestrator import ConcurrencyConfig
 from trainspec.validators.orchestrator import algo_tables
 
 from ..errors import SetupError, raise_all
@@ -73,8 +75,6 @@ def check_support(config) -> None:
             "is set: the orchestrator samples with the full weights the trainer broadcasts "
             "(LoRA merged), not a served adapter",
         )
-    from trainspec.generated.client import ClientConfig
-
     changed = sorted(
         {path.split(".")[0] for path in set_by_user(config.model.client, ClientConfig())}
     )
@@ -86,8 +86,10 @@ def check_support(config) -> None:
             'drop [orchestrator.model.client]; set sampler.type = "openai" and '
             "sampler.base_url instead",
         )
-    for key, default in (("initial_inflight", None), ("min_inflight", 1)):
-        if config.sampler.type == "local" and getattr(config.concurrency, key) != default:
+    default = ConcurrencyConfig()
+    for key in ("initial_inflight", "min_inflight"):
+        adaptive = set_by_user(getattr(config.concurrency, key), getattr(default, key), key)
+        if config.sampler.type == "local" and adaptive:
             refuse(
                 f"concurrency.{key}",
                 "is set: the number of episodes in flight follows a server's KV-cache usage, "
