@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from trainspec.generated.inference import InferenceConfig
 from trainspec.generated.log import LogConfig
-from trainspec.generated.orchestrator import ConcurrencyConfig
 from trainspec.generated.sft_trainer import EvalsEvalConfig
 
 from ..errors import SetupError
 from ..orchestrator.environments.players import starts_server
 from ..orchestrator.evals import eval_sampling_refusals
+from ..orchestrator.sampling.inflight import adaptive_settings
 from ..refusals import renderer_refusals, set_by_user
 
 SCHEDULE = ("interval", "skip_first_step", "retrigger_on_resume")
@@ -24,20 +24,16 @@ UNSENT_CLIENT_KEYS = {
     "evals' client",
     "admin_base_url": "eval loads no weights into the server: it needs no engine's admin URL",
 }
-ADAPTIVE = ("initial_inflight", "min_inflight")  # concurrency that follows a server's KV usage
 HONOURED_LOG = ("log.level", "log.vf_level")
 
 
 def _changed(table) -> set[str]:
-    """Which of the eval table's schedule, adaptive-concurrency and env-server settings differ
-    from their defaults (set_by_user, reading those settings alone)."""
+    """Which of the eval table's schedule and env-server settings differ from their defaults
+    (set_by_user, reading those settings alone)."""
     baseline = EvalsEvalConfig.model_construct()
     pairs = [(key, getattr(table, key), getattr(baseline, key)) for key in SCHEDULE]
     pairs.append(("env_server_base_port", table.env_server_base_port,
                   baseline.env_server_base_port))  # fmt: skip
-    default = ConcurrencyConfig()
-    pairs += [(f"concurrency.{key}", getattr(table.concurrency, key), getattr(default, key))
-              for key in ADAPTIVE]  # fmt: skip
     return {path for key, mine, theirs in pairs for path in set_by_user(mine, theirs, key)}
 
 
@@ -67,16 +63,15 @@ def eval_refusals(config) -> list[SetupError]:
             )
     errors += eval_sampling_refusals(table, "eval")
     errors += renderer_refusals(config.renderer, samples="orchestrator")
-    for key in ADAPTIVE:
-        if f"concurrency.{key}" in changed:
-            errors.append(
-                SetupError(
-                    f"eval.concurrency.{key}",
-                    "is set: eval keeps a fixed number of episodes in flight "
-                    "(eval.concurrency.max_inflight), not an adaptive one",
-                    "set eval.concurrency.max_inflight alone",
-                )
+    for key in adaptive_settings(table.concurrency):
+        errors.append(
+            SetupError(
+                f"eval.concurrency.{key}",
+                "is set: eval keeps a fixed number of episodes in flight "
+                "(eval.concurrency.max_inflight), not an adaptive one",
+                "set eval.concurrency.max_inflight alone",
             )
+        )
     if "env_server_base_port" in changed and not any(starts_server(s) for s in table.source):
         errors.append(
             SetupError(

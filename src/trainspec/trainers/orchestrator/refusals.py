@@ -11,12 +11,12 @@ default asks for nothing this build lacks). What the built-in tasksets refuse of
 from __future__ import annotations
 
 from trainspec.generated.client import ClientConfig
-from trainspec.generated.orchestrator import ConcurrencyConfig
 from trainspec.validators.orchestrator import algo_tables
 
 from ..errors import SetupError, raise_all
 from ..refusals import renderer_refusals, set_by_user
 from .evals import eval_sampling_refusals
+from .sampling.inflight import adaptive_settings
 
 PREFIX = "orchestrator."
 NO_SERVER = "this build's samplers generate in process or on an OpenAI-compatible server"
@@ -86,17 +86,15 @@ def check_support(config) -> None:
             'drop [orchestrator.model.client]; set sampler.type = "openai" and '
             "sampler.base_url instead",
         )
-    default = ConcurrencyConfig()
-    for key in ("initial_inflight", "min_inflight"):
-        adaptive = set_by_user(getattr(config.concurrency, key), getattr(default, key), key)
-        if config.sampler.type == "local" and adaptive:
-            refuse(
-                f"concurrency.{key}",
-                "is set: the number of episodes in flight follows a server's KV-cache usage, "
-                "and the in-process sampler has none (it samples max_inflight at a time)",
-                "set concurrency.max_inflight alone, or sample from vLLM "
-                '(sampler.type = "openai", or [inference] on a GPU under rl)',
-            )
+    local = config.sampler.type == "local"
+    for key in adaptive_settings(config.concurrency) if local else []:
+        refuse(
+            f"concurrency.{key}",
+            "is set: the number of episodes in flight follows a server's KV-cache usage, "
+            "and the in-process sampler has none (it samples max_inflight at a time)",
+            "set concurrency.max_inflight alone, or sample from vLLM "
+            '(sampler.type = "openai", or [inference] on a GPU under rl)',
+        )
     if config.ckpt is not None and config.ckpt.skip_progress:
         refuse(
             "ckpt.skip_progress",

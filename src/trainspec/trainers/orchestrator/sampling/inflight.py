@@ -27,6 +27,9 @@ import math
 import threading
 from collections.abc import Iterator
 
+from trainspec.generated.orchestrator import ConcurrencyConfig
+
+from ...refusals import set_by_user
 from .engine_load import EngineLoad, max_model_len, metrics_reader, server_root
 
 log = logging.getLogger("trainspec.orchestrator")
@@ -40,6 +43,7 @@ HARD_ABOVE = 0.9  # KV usage above which the cap is halved
 CUT = 0.5
 QUEUED_READINGS = 3  # readings in a row with requests waiting on an engine: halve
 POLL_S = 0.5  # how often the engines' /metrics are read
+ADAPTIVE = ("initial_inflight", "min_inflight")  # settings that ask for a number that adapts
 
 
 class AimdCap:
@@ -209,6 +213,16 @@ class InflightLimit:
             self._client.close()
 
 
+def adaptive_settings(concurrency) -> list[str]:
+    """The settings of ADAPTIVE a [concurrency] table sets (by what they hold: set_by_user)."""
+    default = ConcurrencyConfig()
+    return [
+        key
+        for key in ADAPTIVE
+        if set_by_user(getattr(concurrency, key), getattr(default, key), key)
+    ]
+
+
 def build_inflight(config) -> InflightLimit:
     """The orchestrator's limit: fixed for the in-process sampler or min_inflight =
     max_inflight, else adaptive on the sampler's server, which must then report its KV-cache
@@ -227,11 +241,7 @@ def build_inflight(config) -> InflightLimit:
     reader = metrics_reader([root], client)
     load = reader()
     if load is None:
-        asked = [
-            key
-            for key, default in (("initial_inflight", None), ("min_inflight", 1))
-            if getattr(concurrency, key) != default
-        ]
+        asked = adaptive_settings(concurrency)
         if asked:
             raise SetupError(
                 f"concurrency.{asked[0]}",
