@@ -31,10 +31,11 @@ def _changed(table) -> set[str]:
     """Which of the eval table's schedule and env-server settings differ from their defaults
     (set_by_user, reading those settings alone)."""
     baseline = EvalsEvalConfig.model_construct()
-    pairs = [(key, getattr(table, key), getattr(baseline, key)) for key in SCHEDULE]
-    pairs.append(("env_server_base_port", table.env_server_base_port,
-                  baseline.env_server_base_port))  # fmt: skip
-    return {path for key, mine, theirs in pairs for path in set_by_user(mine, theirs, key)}
+    return {
+        path
+        for key in (*SCHEDULE, "env_server_base_port")
+        for path in set_by_user(getattr(table, key), getattr(baseline, key), key)
+    }
 
 
 def eval_refusals(config) -> list[SetupError]:

@@ -86,15 +86,15 @@ def check_support(config) -> None:
             'drop [orchestrator.model.client]; set sampler.type = "openai" and '
             "sampler.base_url instead",
         )
-    local = config.sampler.type == "local"
-    for key in adaptive_settings(config.concurrency) if local else []:
-        refuse(
-            f"concurrency.{key}",
-            "is set: the number of episodes in flight follows a server's KV-cache usage, "
-            "and the in-process sampler has none (it samples max_inflight at a time)",
-            "set concurrency.max_inflight alone, or sample from vLLM "
-            '(sampler.type = "openai", or [inference] on a GPU under rl)',
-        )
+    if config.sampler.type == "local":
+        for key in adaptive_settings(config.concurrency):
+            refuse(
+                f"concurrency.{key}",
+                "is set: the number of episodes in flight follows a server's KV-cache usage, "
+                "and the in-process sampler has none (it samples max_inflight at a time)",
+                "set concurrency.max_inflight alone, or sample from vLLM "
+                '(sampler.type = "openai", or [inference] on a GPU under rl)',
+            )
     if config.ckpt is not None and config.ckpt.skip_progress:
         refuse(
             "ckpt.skip_progress",
