@@ -9,7 +9,7 @@ from trainspec.config_model import ConfigModel
 from . import inference as inference_1
 from . import log as log_1
 from . import renderer as renderer_1
-from . import sft_trainer
+from . import sft_eval
 
 
 class EvalsConfig(ConfigModel):
@@ -28,7 +28,7 @@ class EvalsConfig(ConfigModel):
         ),
     ] = "Qwen/Qwen3-0.6B"
     eval: Annotated[
-        sft_trainer.EvalsEvalConfig,
+        sft_eval.EvalsEvalConfig,
         Field(
             description="The eval sources, their sampling, and the server the evals talk to ([eval.client]): its base_url when written (a server you started, or `inference`'s); else eval starts one ([inference], or the in-process model server)."
         ),

@@ -4,12 +4,10 @@
 from typing import Annotated
 
 from pydantic import ConfigDict, Field
+from trainspec.config_model import LazyTable
 
-from . import client as client_1
 from . import deployment as deployment_1
-from . import inference as inference_1
 from . import monitors as monitors_1
-from . import orchestrator
 from . import renderer as renderer_1
 from . import resume as resume_1
 from . import run as run_1
@@ -18,39 +16,6 @@ from . import slurm as slurm_1
 from . import val as val_1
 from . import weight_broadcast as weight_broadcast_1
 from .base_trainer import BaseTrainerConfig
-from .orchestrator import BaseEvalConfig
-
-
-class EvalsEvalConfig(BaseEvalConfig):
-    """
-    Online evals of the SFT run: the orchestrator's eval settings, plus the server the evals talk to and their environment servers and concurrency.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    client: Annotated[
-        client_1.ClientConfig,
-        Field(
-            description="The inference server the evals use; [inference] fills base_url from its server.port. Without [inference] the evals run in the trainer's process.",
-            validate_default=True,
-        ),
-    ] = {}
-    env_server_base_port: Annotated[
-        int,
-        Field(
-            description="Port of the first environment server started for the eval sources; eval source i listens on this port plus i, at 127.0.0.1.",
-            ge=1,
-            le=65535,
-        ),
-    ] = 5000
-    concurrency: Annotated[
-        orchestrator.ConcurrencyConfig,
-        Field(
-            description="How many eval episodes may be in flight at once.",
-            validate_default=True,
-        ),
-    ] = {}
 
 
 class SFTTrainerConfig(BaseTrainerConfig):
@@ -60,6 +25,7 @@ class SFTTrainerConfig(BaseTrainerConfig):
 
     model_config = ConfigDict(
         extra="forbid",
+        arbitrary_types_allowed=True,
     )
     data: Annotated[sft_data.SFTDataConfig, Field(description="Training data, chosen by `type` (a chat dataset when omitted).", validate_default=True)] = {
         "type": "sft"
@@ -69,15 +35,17 @@ class SFTTrainerConfig(BaseTrainerConfig):
         Field(description="Periodic validation; off unless this table is present."),
     ] = None
     eval: Annotated[
-        EvalsEvalConfig | None,
+        LazyTable | None,
         Field(
-            description="Online evals: at step 0, at every source's interval and at the end the current weights play the eval sources (built-in tasksets, your data and reward, verifiers environments) and their scores go to the metrics; off unless this table is present."
+            description="Online evals: at step 0, at every source's interval and at the end the current weights play the eval sources (built-in tasksets, your data and reward, verifiers environments) and their scores go to the metrics; off unless this table is present.",
+            json_schema_extra={"x-trainspec-lazy": "sft_eval:EvalsEvalConfig"},
         ),
     ] = None
     inference: Annotated[
-        inference_1.InferenceConfig | None,
+        LazyTable | None,
         Field(
-            description="The inference server (vLLM) sft starts for the online evals on a GPU machine, loading the weights of each eval step; needs [eval]. Without a GPU the evals run in the trainer's process instead, and sft says so."
+            description="The inference server (vLLM) sft starts for the online evals on a GPU machine, loading the weights of each eval step; needs [eval]. Without a GPU the evals run in the trainer's process instead, and sft says so.",
+            json_schema_extra={"x-trainspec-lazy": "inference:InferenceConfig"},
         ),
     ] = None
     renderer: Annotated[renderer_1.RendererConfig, Field(description="How chat examples are rendered to tokens (the tokenizer's chat template unless named).", validate_default=True)] = {

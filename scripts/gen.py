@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gen_docs import write_reference
 
 from tools.bundle_schema import write_bundle
-from tools.gen_view import view
+from tools.gen_view import lazy_tables, view
 from trainspec.kinds import SCHEMA_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +41,7 @@ def generate(out: Path, schema: Path = SCHEMA) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         classes_view = Path(tmp) / "schema"  # the schema without its TOML input conventions
         view(schema, classes_view)
+        lazy_tables(classes_view)  # sft's [eval] and [inference]: loaded when set
         subprocess.run(
             [str(codegen), "--input", str(classes_view), "--output", str(out)],
             cwd=ROOT,

@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-# The validator cache (trainspec/config/validator_cache.py) of this test run, and of every
+# The validator cache (trainspec/validator_cache.py) of this test run, and of every
 # command the tests start, goes to a directory of its own, not the user's ~/.cache.
 os.environ["TRAINSPEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="trainspec-test-cache-")
 # One OpenMP thread for torch in the test workers and every process they start: `make test`

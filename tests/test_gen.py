@@ -111,3 +111,50 @@ def test_check_fails_on_drift(repo_copy, tmp_path, edit, expected):
     assert result.returncode != 0
     assert expected in result.stderr
     assert "run `make gen`" in result.stderr
+
+
+def _view_of(tmp_path: Path, documents: dict[str, dict]) -> dict[str, dict]:
+    import json
+
+    from tools.gen_view import lazy_tables
+
+    for name, document in documents.items():
+        (tmp_path / name).write_text(json.dumps(document))
+    lazy_tables(tmp_path)
+    return {name: json.loads((tmp_path / name).read_text()) for name in documents}
+
+
+def test_a_lazy_table_is_typed_lazytable_and_names_its_class(tmp_path):
+    table = {"title": "EvalsEvalConfig", "type": "object"}
+    holder = {
+        "title": "Holder",
+        "properties": {
+            "eval": {
+                "anyOf": [{"$ref": "sft_eval.json"}, {"type": "null"}],
+                "x-trainspec-lazy": True,
+            },
+            "val": {"anyOf": [{"$ref": "sft_eval.json"}, {"type": "null"}]},
+        },
+    }
+    view = _view_of(tmp_path, {"sft_eval.json": table, "holder.json": holder})
+    props = view["holder.json"]["properties"]
+    assert props["eval"] == {
+        "x-trainspec-lazy": "sft_eval:EvalsEvalConfig",
+        "anyOf": [{"customTypePath": "trainspec.config_model.LazyTable"}, {"type": "null"}],
+    }
+    assert props["val"] == holder["properties"]["val"]  # not marked: left as it was
+    assert view["sft_eval.json"] == table
+
+
+@pytest.mark.parametrize(
+    "marked",
+    [
+        {"$ref": "#/$defs/eval"},  # a definition inside a file: no module of its own
+        {"anyOf": [{"$ref": "a.json"}, {"$ref": "b.json"}]},  # which one?
+        {"type": "object"},
+    ],
+)
+def test_a_lazy_mark_without_one_schema_file_is_refused(tmp_path, marked):
+    holder = {"title": "Holder", "properties": {"eval": {**marked, "x-trainspec-lazy": True}}}
+    with pytest.raises(ValueError, match="x-trainspec-lazy needs one \\$ref"):
+        _view_of(tmp_path, {"a.json": {"title": "A"}, "b.json": {"title": "B"}, "h.json": holder})

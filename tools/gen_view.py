@@ -8,7 +8,13 @@ defaults", not values a program should see, so `trainspec.config_model.ConfigMod
 into null and `{}` before validation, and the classes are generated without them:
 `int | None`, `FullOffloadConfig | None`, never a `NoneString` member.
 
+A table marked `x-trainspec-lazy` (sft's [eval] and [inference]) is, for the generator only,
+typed `LazyTable` and tagged with the module and class of its file (`sft_eval:EvalsEvalConfig`),
+so the class that holds it does not import that module: `trainspec.config_model` loads it when
+a config sets the table (`lazy_tables`; the parity proof compares the view before this step).
+
     view(schema_dir, out_dir)   # writes the view of every schema file into out_dir
+    lazy_tables(out_dir)        # then, for the generator: the lazy tables typed LazyTable
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from typing import Any
 
 NONE_REF = "common.json#/$defs/none"
 SWITCH = "x-trainspec-switch"
+LAZY = "x-trainspec-lazy"
+LAZY_TYPE = "trainspec.config_model.LazyTable"
 # Keys that only constrain one JSON type; a member {type: T, <these>} merges with {type: null}.
 _SIMPLE = {
     "type",
@@ -114,3 +122,34 @@ def view(schema_dir: Path, out_dir: Path) -> None:
             del documents["common.json"]  # nothing left to generate from it
     for name, document in documents.items():
         (out_dir / name).write_text(json.dumps(document, indent=2) + "\n")
+
+
+def _lazy(node: Any, titles: dict[str, str], where: str) -> Any:
+    if isinstance(node, list):
+        return [_lazy(item, titles, where) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _lazy(value, titles, where) for key, value in node.items()}
+    if node.get(LAZY) is not True:
+        return node
+    members = node.get("anyOf", [node])
+    refs = [m for m in members if "$ref" in m]
+    file = refs[0]["$ref"] if len(refs) == 1 else ""
+    if file not in titles:
+        raise ValueError(f"{where}: {LAZY} needs one $ref to a whole schema file, got {members}")
+    tag = f"{file.removesuffix('.json')}:{titles[file]}"
+    typed = [{"customTypePath": LAZY_TYPE} if m is refs[0] else m for m in members]
+    rest = {key: value for key, value in node.items() if key not in ("anyOf", "$ref")}
+    return {**rest, LAZY: tag, **({"anyOf": typed} if "anyOf" in node else typed[0])}
+
+
+def lazy_tables(out_dir: Path) -> None:
+    """Rewrite the view in out_dir for the generator: each x-trainspec-lazy table typed
+    LazyTable, its x-trainspec-lazy naming the module and class to load."""
+    paths = sorted(out_dir.glob("*.json"))
+    documents = {path.name: json.loads(path.read_text()) for path in paths}
+    titles = {name: doc["title"] for name, doc in documents.items() if "title" in doc}
+    for name, document in documents.items():
+        lazy = _lazy(document, titles, name)
+        if lazy != document:
+            (out_dir / name).write_text(json.dumps(lazy, indent=2) + "\n")

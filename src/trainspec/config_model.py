@@ -22,6 +22,12 @@ base class would run for every table: +10% on a whole check, measured).
 Validation is strict (no string-to-number or number-to-bool coercion), so a generated class
 accepts exactly what its schema accepts.
 
+A field marked ``x-trainspec-lazy`` (sft's ``[eval]`` and ``[inference]``) is typed `LazyTable`
+and names the generated module and class of its table (``sft_eval:EvalsEvalConfig``): the class
+that holds it never imports that module, and its validator loads the table's class the first
+time a config sets the table (`table_class`), so checking an SFT config without online evals
+builds none of the orchestrator's classes. Errors inside the table keep their full path.
+
 A field marked ``x-trainspec-as-written`` (a source's ``env`` and ``serve``, verifiers' own
 tables) is dumped as it was set rather than with every default, so a resolved config read back
 (as `rl` hands the orchestrator its config) hands the library the same table: `written`.
@@ -30,18 +36,23 @@ tables) is dumped as it was set rather than with every default, so a resolved co
 from __future__ import annotations
 
 import functools
+import importlib
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
 from pydantic_core import core_schema
 from typing_extensions import TypeAliasType
 
+from trainspec import validator_cache
+
 NONE_STRING = "None"
 SWITCH = "x-trainspec-switch"
 AS_WRITTEN = "x-trainspec-as-written"
+LAZY = "x-trainspec-lazy"
+LazyTable: TypeAlias = Any  # a table loaded when set: its field's x-trainspec-lazy names it
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +131,58 @@ def _as_written_fields(cls: type[BaseModel]) -> tuple[str, ...]:
     )
 
 
+def lazy_targets(cls: type[BaseModel]) -> dict[str, str]:
+    """Field name -> "module:Class" of each lazily loaded table of `cls` (x-trainspec-lazy)."""
+    extras = ((name, field.json_schema_extra) for name, field in cls.model_fields.items())
+    targets = (
+        (name, extra.get(LAZY) if isinstance(extra, dict) else None) for name, extra in extras
+    )
+    return {name: target for name, target in targets if isinstance(target, str)}
+
+
+@functools.cache
+def table_class(target: str) -> type[BaseModel]:
+    """The class a lazy table names ("sft_eval:EvalsEvalConfig"), imported from
+    trainspec.generated on first use, with its stored validator (trainspec.validator_cache)."""
+    module, name = target.split(":")
+    cls = getattr(importlib.import_module(f"trainspec.generated.{module}"), name)
+    validator_cache.install(cls, target.replace(":", "."))
+    return cls
+
+
+@dataclass(frozen=True)
+class _LoadTable:
+    """The validator of a lazy table: loads the class on the first table it sees (picklable, for
+    the validator cache: it holds only the target's name)."""
+
+    target: str
+
+    def __call__(self, value: Any, info: Any) -> Any:
+        validator = table_class(self.target).__pydantic_validator__
+        return validator.validate_python(value, context=info.context)
+
+    def json_schema(self, _schema: Any, handler: Any) -> Any:
+        return handler(table_class(self.target).__pydantic_core_schema__)
+
+
+def _lazy_schema(schema: Any, load: _LoadTable) -> Any:
+    """A field's schema with its `Any` (the LazyTable) replaced by the loading validator."""
+    if schema.get("type") == "any":
+        return core_schema.with_info_plain_validator_function(
+            load, metadata={"pydantic_js_functions": [load.json_schema]}
+        )
+    if "schema" in schema:  # default, nullable, model-field
+        return {**schema, "schema": _lazy_schema(schema["schema"], load)}
+    raise TypeError(f"a lazy table's field schema has no Any inside: {schema}")
+
+
+def _with_lazy_tables(fields_schema: Any, targets: dict[str, str]) -> Any:
+    fields = dict(fields_schema["fields"])
+    for name, target in targets.items():
+        fields[name] = _lazy_schema(fields[name], _LoadTable(target))
+    return {**fields_schema, "fields": fields}
+
+
 def _convert(rule: _FieldConventions, value: Any) -> Any:
     """One value written with a TOML convention, as the generated field expects it."""
     if value == NONE_STRING and rule.nullable:
@@ -142,6 +205,9 @@ class ConfigModel(BaseModel):
         """The class's own schema, behind its fields' TOML conventions when it has any, and
         dumping its as-written fields as set."""
         schema = handler(source)
+        targets = lazy_targets(cls)
+        if targets and schema.get("type") == "model":
+            schema = {**schema, "schema": _with_lazy_tables(schema["schema"], targets)}
         kept = _as_written_fields(cls)
         if kept and schema.get("type") == "model":
             dump = functools.partial(_as_written, kept)

@@ -1,10 +1,15 @@
-"""Test helpers: paths of the repository and JSON Schema validators for each kind."""
+"""Test helpers: paths of the repository, JSON Schema validators for each kind, and a Python
+process of its own with a validator cache of the test's."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
@@ -47,3 +52,21 @@ def schema_accepts(kind: str, document: dict) -> bool:
     by_bundle = bundle_validator(kind).is_valid(document)
     assert by_files == by_bundle, "bundle and schema/ disagree"
     return by_files
+
+
+def python_json(code: str, *args: str, cache: Path | None, **env: str) -> Any:
+    """`python -c code *args` in a process of its own, run from the repository root with its
+    validator cache in `cache` (None: the default directory), `env` added; its stdout as JSON."""
+    skip = ("TRAINSPEC_NO_CACHE", "TRAINSPEC_CACHE_DIR")
+    environment = {k: v for k, v in os.environ.items() if k not in skip}
+    environment |= {"TRAINSPEC_CACHE_DIR": str(cache)} if cache is not None else {}
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=environment | env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)

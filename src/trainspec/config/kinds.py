@@ -8,9 +8,8 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trainspec import validator_cache
 from trainspec.kinds import ALL_KINDS, KIND_INFO, TRAINER_KINDS, Kind, TrainerKind
-
-from . import validator_cache
 
 if TYPE_CHECKING:
     from trainspec.generated.base_trainer import BaseTrainerConfig

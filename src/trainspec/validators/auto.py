@@ -3,7 +3,9 @@
 The table itself lives in the schema: each such property carries
 ``"x-trainspec-auto": {"rl": ..., "sft": ...}`` (its description says the same for editor
 hovers), and `make gen` copies it into the generated field's ``json_schema_extra``. This module
-only reads it, so adding an auto setting is a schema edit.
+only reads it, so adding an auto setting is a schema edit. A lazily loaded table (sft's [eval],
+trainspec.config_model) is walked when a config sets it, so checking a config without it loads
+nothing more.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from trainspec.config_model import ConfigModel, union_members
+from trainspec.config_model import LAZY, ConfigModel, union_members
 
 from .context import RuleContext
 
@@ -24,33 +26,46 @@ AUTO = "auto"
 AUTO_KEY = "x-trainspec-auto"
 
 
-def _auto_fields(cls: type[BaseModel], prefix: str, found: dict[str, dict[str, Any]]) -> None:
+def _auto_fields(
+    cls: type[BaseModel], prefix: str, found: dict[str, dict[str, Any]], lazy: list[str]
+) -> None:
     for name, field in cls.model_fields.items():
         path = f"{prefix}{name}"
-        extra = field.json_schema_extra
-        per_mode = extra.get(AUTO_KEY) if isinstance(extra, dict) else None
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        per_mode = extra.get(AUTO_KEY)
         if isinstance(per_mode, dict):
             found[path] = per_mode
+        if extra.get(LAZY):
+            lazy.append(path)
         for member in union_members(field.annotation):
             if isinstance(member, type) and issubclass(member, ConfigModel):
-                _auto_fields(member, f"{path}.", found)
+                _auto_fields(member, f"{path}.", found, lazy)
 
 
 @functools.cache
-def auto_table(cls: type[BaseModel]) -> dict[str, dict[str, Any]]:
-    """Dotted path → {"rl": value, "sft": value} for every auto setting reachable from `cls`."""
+def _walk(cls: type[BaseModel]) -> tuple[dict[str, dict[str, Any]], tuple[str, ...]]:
     found: dict[str, dict[str, Any]] = {}
-    _auto_fields(cls, "", found)
-    return found
+    lazy: list[str] = []
+    _auto_fields(cls, "", found, lazy)
+    return found, tuple(lazy)
+
+
+def auto_table(cls: type[BaseModel]) -> dict[str, dict[str, Any]]:
+    """Dotted path → {"rl": value, "sft": value} for every auto setting reachable from `cls`
+    without loading a lazy table (whose own settings are `auto_table` of its class)."""
+    return _walk(cls)[0]
 
 
 @functools.cache
-def _steps(cls: type[BaseModel]) -> tuple[tuple[tuple[str, ...], str, dict[str, Any]], ...]:
-    """(parent attributes, leaf, per-mode values) for each auto setting of `cls`."""
-    steps = []
-    for path, per_mode in auto_table(cls).items():
+def _steps(cls: type[BaseModel]) -> tuple[tuple[tuple[str, ...], str | None, dict[str, Any]], ...]:
+    """(parent attributes, leaf, per-mode values) for each auto setting of `cls`; then, leaf
+    None, the attributes that lead to each lazily loaded table (walked when a config sets it)."""
+    found, lazy = _walk(cls)
+    steps: list[tuple[tuple[str, ...], str | None, dict[str, Any]]] = []
+    for path, per_mode in found.items():
         *parents, leaf = path.split(".")
         steps.append((tuple(parents), leaf, per_mode))
+    steps += [(tuple(path.split(".")), None, {}) for path in lazy]
     return tuple(steps)
 
 
@@ -63,5 +78,9 @@ def resolve_auto_defaults(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
         table: Any = cfg
         for part in parents:
             table = getattr(table, part, None)
-        if table is not None and getattr(table, leaf, None) == AUTO:
+        if table is None:
+            continue
+        if leaf is None:  # a lazily loaded table, set: its own auto settings
+            resolve_auto_defaults(table, ctx)
+        elif getattr(table, leaf, None) == AUTO:
             ctx.resolve(table, leaf, per_mode[ctx.kind])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from trainspec.generated.inference import InferenceConfig
 from trainspec.generated.log import LogConfig
-from trainspec.generated.sft_trainer import EvalsEvalConfig
+from trainspec.generated.sft_eval import EvalsEvalConfig
 
 from ..errors import SetupError
 from ..orchestrator.environments.players import starts_server

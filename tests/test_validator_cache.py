@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.support import ROOT
+from helpers.support import ROOT, python_json
 
 CHECK = """
 import json, sys
@@ -41,20 +41,7 @@ DOCUMENTS = [
 
 def run(cache: Path | None, **env: str) -> dict:
     """CHECK in a process of its own, its cache in `cache` (None: the default directory)."""
-    skip = ("TRAINSPEC_NO_CACHE", "TRAINSPEC_CACHE_DIR")
-    environment = {k: v for k, v in os.environ.items() if k not in skip}
-    environment |= {"TRAINSPEC_CACHE_DIR": str(cache)} if cache is not None else {}
-    environment |= env
-    result = subprocess.run(
-        [sys.executable, "-c", CHECK, json.dumps(DOCUMENTS)],
-        capture_output=True,
-        text=True,
-        env=environment,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return python_json(CHECK, json.dumps(DOCUMENTS), cache=cache, **env)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""The built validator of each config kind, kept between processes.
+"""The built validator of each config kind, and of each lazily loaded table (sft's [eval],
+trainspec.config_model), kept between processes.
 
 Pydantic builds a class's validator the first time it is used: for a trainer config that is
 most of what a `validate-config` process spends beyond importing pydantic. The validator and
@@ -7,10 +8,10 @@ classes and functions it calls), so the first process that builds them stores th
 ones load them in about a millisecond.
 
 The file is keyed by everything that could change what was built: the Python, pydantic and
-pydantic-core versions and the bytes of the generated classes and of `config_model.py` that
-this process imported. Anything else (a missing, stale, unreadable or corrupt file) falls back to
-pydantic's own build, so a cache can make a check faster, never different. Files are written
-whole (a temporary, then a rename), readable by their owner only.
+pydantic-core versions and the bytes of the generated classes and of `config_model.py`. Anything
+else (a missing, stale, unreadable or corrupt file) falls back to pydantic's own build, so a
+cache can make a check faster, never different. Files are written whole (a temporary, then a
+rename), readable by their owner only.
 
 Unpickling runs code the file names, so a file is loaded only if no one but this user could
 have written it: the file and its directory owned by this user and writable by no one else
@@ -54,14 +55,13 @@ def _key(kind: str) -> str:
     import pydantic
     import pydantic_core
 
-    import trainspec.config_model
     import trainspec.generated
 
     digest = blake2b(digest_size=16)
     for part in (FORMAT, kind, sys.version, pydantic.VERSION, pydantic_core.__version__):
         digest.update(f"{part}\0".encode())
     sources = sorted(Path(trainspec.generated.__file__).parent.glob("*.py"))
-    for path in [Path(trainspec.config_model.__file__), *sources]:
+    for path in [Path(__file__).with_name("config_model.py"), *sources]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
