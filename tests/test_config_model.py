@@ -4,16 +4,19 @@ errors at their full path, dumped and read back unchanged, and cached like a kin
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 from pathlib import Path
 
 import pytest
 from helpers.support import ROOT, python_json
 from pydantic import ValidationError
 
+from trainspec import generated
 from trainspec.config import dump_json, load
 from trainspec.config.kinds import config_class
-from trainspec.config_model import LAZY, lazy_targets, table_class
+from trainspec.config_model import LAZY, ConfigModel, lazy_targets, table_class
 
 HEAVY = ("sft_eval", "inference", "orchestrator", "environment", "client")
 PROBE = """
@@ -100,3 +103,21 @@ def test_the_class_schema_describes_the_table():
     (table,) = [member for member in prop["anyOf"] if member.get("type") != "null"]
     assert {"source", "client", "env_server_base_port", "concurrency"} <= set(table["properties"])
     assert prop[LAZY] == "sft_eval:EvalsEvalConfig"
+
+
+def test_every_lazy_table_names_a_generated_class():
+    """The tag make gen writes (the schema file's title) is the class the generator wrote."""
+    modules = [
+        importlib.import_module(f"trainspec.generated.{info.name}")
+        for info in pkgutil.iter_modules(generated.__path__)
+    ]
+    classes = [
+        value
+        for module in modules
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, ConfigModel)
+    ]
+    targets = {target for cls in classes for target in lazy_targets(cls).values()}
+    assert targets == {"sft_eval:EvalsEvalConfig", "inference:InferenceConfig"}
+    for target in targets:
+        assert issubclass(table_class(target), ConfigModel)

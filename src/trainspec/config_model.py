@@ -26,7 +26,11 @@ A field marked ``x-trainspec-lazy`` (sft's ``[eval]`` and ``[inference]``) is ty
 and names the generated module and class of its table (``sft_eval:EvalsEvalConfig``): the class
 that holds it never imports that module, and its validator loads the table's class the first
 time a config sets the table (`table_class`), so checking an SFT config without online evals
-builds none of the orchestrator's classes. Errors inside the table keep their full path.
+builds none of the orchestrator's classes. Errors inside the table keep their full path, and
+dumps go through the table's own serializer. What does not reach the table is a per-call
+option other than the validation context (`strict=False`, `from_attributes`): its class is
+strict whatever the call asks, and trainspec passes none. A type checker reads the field as
+`Any`; code that wants the table's type says it (validators/online_evals.py: `_evals`).
 
 A field marked ``x-trainspec-as-written`` (a source's ``env`` and ``serve``, verifiers' own
 tables) is dumped as it was set rather than with every default, so a resolved config read back

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import Field
 
 from trainspec.config import KINDS, config_class
+from trainspec.config_model import LAZY, ConfigModel, LazyTable
 from trainspec.generated.rl_trainer import RLTrainerConfig
 from trainspec.validators.auto import AUTO_KEY, auto_table, resolve_auto_defaults
 from trainspec.validators.context import RuleContext
@@ -171,3 +173,21 @@ def test_resolve_auto_defaults_runs_before_the_run_identity_digest(outcome):
     implicit = outcome("sft", {}).clean().run.name
     explicit = outcome("sft", document("optim.weight_decay", 0.01)).clean().run.name
     assert implicit == explicit
+
+
+class _Holder(ConfigModel):
+    """A table holding [model] lazily, as sft holds [eval] (x-trainspec-lazy)."""
+
+    model: Annotated[LazyTable | None, Field(json_schema_extra={LAZY: "model:ModelConfig"})] = None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_auto_setting_in_a_lazy_table_resolves_when_the_table_is_set(kind):
+    assert auto_table(_Holder) == {}  # walking the class loads nothing
+    holder = _Holder.model_validate({"model": {"name": "m"}})
+    resolve_auto_defaults(holder, RuleContext(kind=kind))
+    for path, per_mode in AUTO_TABLE.items():
+        if path.startswith("model."):
+            assert get(holder, path) == per_mode[kind], path
+            assert path.split(".")[1] not in holder.model.model_fields_set
+    resolve_auto_defaults(_Holder(), RuleContext(kind=kind))  # not set: nothing to resolve

@@ -31,15 +31,28 @@ from .orchestrator import (
 )
 
 if TYPE_CHECKING:
+    from trainspec.generated.inference import InferenceConfig
+    from trainspec.generated.sft_eval import EvalsEvalConfig
     from trainspec.generated.sft_trainer import SFTTrainerConfig
 
 WILDCARD_HOSTS = (None, "", "0.0.0.0", "::")
 
 
+def _evals(cfg: SFTTrainerConfig) -> EvalsEvalConfig | None:
+    """cfg.eval with its type: a lazily loaded table reads as Any to a type checker
+    (trainspec.config_model)."""
+    return cfg.eval
+
+
+def _inference(cfg: SFTTrainerConfig) -> InferenceConfig | None:
+    """cfg.inference with its type (see _evals)."""
+    return cfg.inference
+
+
 def resolve_inference_model(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
     """inference.vllm.model, unless written, becomes model.name: the server loads the model the
     run trains (the reference's propagate_model_to_inference)."""
-    inference = cfg.inference
+    inference = _inference(cfg)
     if inference is None or "model" in inference.vllm.model_fields_set:
         return
     ctx.resolve(inference.vllm, "model", cfg.model.name)
@@ -59,7 +72,8 @@ def resolve_eval_weight_broadcast(cfg: SFTTrainerConfig, ctx: RuleContext) -> No
     """With [eval], weight_broadcast defaults to filesystem; "nixl" cannot feed the evals, and
     "nccl" can neither send LoRA weights nor re-send the resume step (eval.retrigger_on_resume).
     [inference]'s own weight_broadcast.type follows it."""
-    if cfg.eval is None:
+    evals = _evals(cfg)
+    if evals is None:
         return
     if cfg.weight_broadcast is None:
         ctx.resolve(cfg, "weight_broadcast", FileSystemWeightBroadcastConfig())
@@ -77,7 +91,7 @@ def resolve_eval_weight_broadcast(cfg: SFTTrainerConfig, ctx: RuleContext) -> No
             'use weight_broadcast.type = "filesystem" with [model.lora]',
             related=("model.lora",),
         )
-    if kind != "filesystem" and cfg.eval.retrigger_on_resume:
+    if kind != "filesystem" and evals.retrigger_on_resume:
         ctx.error(
             "eval.retrigger_on_resume",
             f'= true needs weight_broadcast.type = "filesystem" (it is {kind!r}): the resume '
@@ -85,7 +99,7 @@ def resolve_eval_weight_broadcast(cfg: SFTTrainerConfig, ctx: RuleContext) -> No
             'set weight_broadcast.type = "filesystem", or retrigger_on_resume = false',
             related=("weight_broadcast.type",),
         )
-    inference = cfg.inference
+    inference = _inference(cfg)
     if inference is not None and inference.weight_broadcast.type != kind:
         if "type" in inference.weight_broadcast.model_fields_set:
             ctx.warn(
@@ -119,9 +133,10 @@ def validate_eval_deployment(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
     nodes and a router; on one node the trainer's and the server's GPUs fit the node, the
     server has at least one, in whole tensor-parallel groups; the server loads model.name, and
     an eval.client.base_url written by hand uses its port (inference.server.port)."""
-    if cfg.eval is None:
+    evals = _evals(cfg)
+    if evals is None:
         return
-    dep, inference = cfg.deployment, cfg.inference
+    dep, inference = cfg.deployment, _inference(cfg)
     if isinstance(dep, MultiNodeDeploymentConfig):
         _multi_node(cfg, dep, ctx)
         return
@@ -153,7 +168,7 @@ def validate_eval_deployment(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
             related=("inference.vllm.tensor_parallel_size",),
         )
     _same_model(cfg, ctx)
-    client = cfg.eval.client
+    client = evals.client
     if "base_url" in client.model_fields_set and _port(client.base_url) != inference.server.port:
         ctx.error(
             "eval.client.base_url",
@@ -165,7 +180,7 @@ def validate_eval_deployment(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
 
 
 def _same_model(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
-    vllm = cfg.inference.vllm  # type: ignore[union-attr]  # called with [inference] only
+    vllm = _inference(cfg).vllm  # type: ignore[union-attr]  # called with [inference] only
     if vllm.model != cfg.model.name:
         ctx.error(
             "inference.vllm.model",
@@ -177,7 +192,7 @@ def _same_model(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
 
 
 def _multi_node(cfg: SFTTrainerConfig, dep: MultiNodeDeploymentConfig, ctx: RuleContext) -> None:
-    inference = cfg.inference
+    inference = _inference(cfg)
     if inference is None:
         ctx.error(
             "deployment.type",
@@ -222,7 +237,7 @@ def resolve_eval_inference(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
     tensor_parallel_size data-parallel replicas, with at least that many API servers (unless
     LoRA); eval.client.base_url, unless written, is http://<host>:<server.port>/v1; an nccl
     broadcast reaches every inference GPU (inference_world_size)."""
-    eval_cfg, inference, dep = cfg.eval, cfg.inference, cfg.deployment
+    eval_cfg, inference, dep = _evals(cfg), _inference(cfg), cfg.deployment
     if eval_cfg is None or inference is None:
         return
     vllm = inference.vllm
@@ -256,17 +271,19 @@ def validate_eval_sources(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
     """The eval sources have distinct names (not "agg"), each one task: an environment, or
     data with its reward functions, and no near miss of verifiers' own keys in their open env
     tables (the orchestrator's rules on its eval sources)."""
-    if cfg.eval is None:
+    evals = _evals(cfg)
+    if evals is None:
         return
-    check_source_names(ctx, "eval.source", list(cfg.eval.source))
-    check_source_tasks(ctx, "eval.source", list(cfg.eval.source))
-    check_env_keys(ctx, "eval.source", list(cfg.eval.source))
+    check_source_names(ctx, "eval.source", list(evals.source))
+    check_source_tasks(ctx, "eval.source", list(evals.source))
+    check_env_keys(ctx, "eval.source", list(evals.source))
 
 
 def validate_eval_concurrency(cfg: SFTTrainerConfig, ctx: RuleContext) -> None:
     """eval.concurrency.initial_inflight and min_inflight may not exceed its max_inflight."""
-    if cfg.eval is not None:
-        check_concurrency_bounds(ctx, "eval.concurrency", cfg.eval.concurrency)
+    evals = _evals(cfg)
+    if evals is not None:
+        check_concurrency_bounds(ctx, "eval.concurrency", evals.concurrency)
 
 
 ONLINE_EVAL_RULES = (
