@@ -11,6 +11,7 @@ nothing more.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -43,11 +44,13 @@ def _auto_fields(
 
 
 @functools.cache
-def _walk(cls: type[BaseModel]) -> tuple[dict[str, dict[str, Any]], tuple[str, ...]]:
+def _walk(cls: type[BaseModel]) -> tuple[dict[str, dict[str, Any]], tuple[tuple[str, ...], ...]]:
+    """The auto settings reachable from `cls` without loading a lazy table, and the attributes
+    that lead to each lazily loaded table."""
     found: dict[str, dict[str, Any]] = {}
     lazy: list[str] = []
     _auto_fields(cls, "", found, lazy)
-    return found, tuple(lazy)
+    return found, tuple(tuple(path.split(".")) for path in lazy)
 
 
 def auto_table(cls: type[BaseModel]) -> dict[str, dict[str, Any]]:
@@ -57,16 +60,19 @@ def auto_table(cls: type[BaseModel]) -> dict[str, dict[str, Any]]:
 
 
 @functools.cache
-def _steps(cls: type[BaseModel]) -> tuple[tuple[tuple[str, ...], str | None, dict[str, Any]], ...]:
-    """(parent attributes, leaf, per-mode values) for each auto setting of `cls`; then, leaf
-    None, the attributes that lead to each lazily loaded table (walked when a config sets it)."""
-    found, lazy = _walk(cls)
-    steps: list[tuple[tuple[str, ...], str | None, dict[str, Any]]] = []
-    for path, per_mode in found.items():
+def _steps(cls: type[BaseModel]) -> tuple[tuple[tuple[str, ...], str, dict[str, Any]], ...]:
+    """(parent attributes, leaf, per-mode values) for each auto setting of `cls`."""
+    steps = []
+    for path, per_mode in auto_table(cls).items():
         *parents, leaf = path.split(".")
         steps.append((tuple(parents), leaf, per_mode))
-    steps += [(tuple(path.split(".")), None, {}) for path in lazy]
     return tuple(steps)
+
+
+def _follow(table: Any, parts: Sequence[str]) -> Any:
+    for part in parts:
+        table = getattr(table, part, None)
+    return table
 
 
 def resolve_auto_defaults(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
@@ -75,12 +81,10 @@ def resolve_auto_defaults(cfg: BaseTrainerConfig, ctx: RuleContext) -> None:
     These are the settings whose RL and SFT defaults differ, such as model.moe_router_dtype,
     model.freeze_moe_router and optim.weight_decay; each one's description gives both values."""
     for parents, leaf, per_mode in _steps(type(cfg)):
-        table: Any = cfg
-        for part in parents:
-            table = getattr(table, part, None)
-        if table is None:
-            continue
-        if leaf is None:  # a lazily loaded table, set: its own auto settings
-            resolve_auto_defaults(table, ctx)
-        elif getattr(table, leaf, None) == AUTO:
+        table = _follow(cfg, parents)
+        if table is not None and getattr(table, leaf, None) == AUTO:
             ctx.resolve(table, leaf, per_mode[ctx.kind])
+    for parts in _walk(type(cfg))[1]:  # the lazily loaded tables a config sets: theirs
+        table = _follow(cfg, parts)
+        if table is not None:
+            resolve_auto_defaults(table, ctx)
